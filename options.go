@@ -1,0 +1,246 @@
+package idempotency
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// Option configures the middleware built by New.
+type Option func(*config)
+
+type config struct {
+	store            store.Store
+	methods          map[string]bool
+	keyRequired      bool
+	scope            func(*http.Request) string
+	route            func(*http.Request) string
+	fingerprint      func(r *http.Request, body []byte) string
+	canonicalJSON    bool
+	maxBodyBytes     int64
+	maxResponseBytes int
+	lease            time.Duration
+	retention        time.Duration
+	retryAfter       time.Duration
+	wait             time.Duration
+	failOpen         bool
+	errorHandler     func(r *http.Request, err error)
+	logger           *slog.Logger
+	replayHeaders    map[string]bool
+}
+
+func defaultConfig() *config {
+	return &config{
+		methods:          map[string]bool{http.MethodPost: true, http.MethodPatch: true},
+		route:            func(r *http.Request) string { return r.URL.Path },
+		maxBodyBytes:     1 << 20,
+		maxResponseBytes: 1 << 20,
+		lease:            30 * time.Second,
+		retention:        24 * time.Hour,
+		retryAfter:       time.Second,
+		logger:           slog.Default(),
+		replayHeaders:    headerSet(defaultReplayHeaders...),
+	}
+}
+
+// defaultReplayHeaders are the response headers stored and replayed unless
+// WithReplayHeaders adds more.
+var defaultReplayHeaders = []string{
+	"Cache-Control", "Content-Language", "Content-Location", "Content-Type",
+	"ETag", "Expires", "Last-Modified", "Link", "Location", "Vary",
+}
+
+// WithStore sets where records are kept. Use a shared store (Redis or
+// Postgres) when more than one process serves the routes. Defaults to an
+// in-memory store (store.NewMemory with its defaults), which protects one
+// process only.
+func WithStore(s store.Store) Option {
+	if s == nil {
+		panic("idempotency: WithStore expects a non-nil store")
+	}
+	return func(c *config) { c.store = s }
+}
+
+// WithMethods sets the HTTP methods the middleware protects; requests with
+// any other method pass through untouched. Defaults to POST and PATCH.
+func WithMethods(methods ...string) Option {
+	if len(methods) == 0 {
+		panic("idempotency: WithMethods expects at least one method")
+	}
+	return func(c *config) {
+		c.methods = make(map[string]bool, len(methods))
+		for _, m := range methods {
+			c.methods[m] = true
+		}
+	}
+}
+
+// WithKeyRequired makes the Idempotency-Key header mandatory on protected
+// methods: a request without one gets 400. Defaults to optional: a request
+// without a key passes through unprotected.
+func WithKeyRequired() Option {
+	return func(c *config) { c.keyRequired = true }
+}
+
+// WithScope sets the function that names the caller, usually the user or
+// tenant id your authentication put in the request context. Keys from
+// different scopes never collide, and a caller cannot read another scope's
+// stored responses. Defaults to no scope: every caller shares one key space.
+func WithScope(scope func(*http.Request) string) Option {
+	if scope == nil {
+		panic("idempotency: WithScope expects a non-nil function")
+	}
+	return func(c *config) { c.scope = scope }
+}
+
+// WithRoute sets the function that names the route a request is for. The
+// same client key on two routes never collides. Defaults to the request
+// path (r.URL.Path).
+func WithRoute(route func(*http.Request) string) Option {
+	if route == nil {
+		panic("idempotency: WithRoute expects a non-nil function")
+	}
+	return func(c *config) { c.route = route }
+}
+
+// WithFingerprint replaces the request fingerprint, the hash that tells a
+// true retry from a different request reusing a key. It gets the request
+// and its whole body. Defaults to Fingerprint: method, path with query,
+// Content-Type and body.
+func WithFingerprint(fingerprint func(r *http.Request, body []byte) string) Option {
+	if fingerprint == nil {
+		panic("idempotency: WithFingerprint expects a non-nil function")
+	}
+	return func(c *config) { c.fingerprint = fingerprint }
+}
+
+// WithCanonicalJSON makes the default fingerprint ignore object key order
+// and whitespace in JSON bodies, so two encodings of one JSON value count as
+// the same request. Bodies that do not parse as JSON are hashed as they
+// are. Defaults to off: the body is hashed byte for byte.
+func WithCanonicalJSON() Option {
+	return func(c *config) { c.canonicalJSON = true }
+}
+
+// WithMaxBodyBytes sets the largest request body the middleware reads to
+// fingerprint; a larger one gets 413 and the handler does not run. Defaults
+// to 1 MiB.
+func WithMaxBodyBytes(n int64) Option {
+	if n <= 0 {
+		panic("idempotency: WithMaxBodyBytes expects n > 0")
+	}
+	return func(c *config) { c.maxBodyBytes = n }
+}
+
+// WithMaxResponseBytes sets the largest response body stored for replay. A
+// larger response still reaches the client in full, and its key is marked
+// done but not replayable. Defaults to 1 MiB.
+func WithMaxResponseBytes(n int) Option {
+	if n <= 0 {
+		panic("idempotency: WithMaxResponseBytes expects n > 0")
+	}
+	return func(c *config) { c.maxResponseBytes = n }
+}
+
+// WithLease sets how long a claim holds a key before another request may
+// take it over if the owner dies. While the handler runs the lease is renewed
+// every third of its length, so a handler may run far longer. Defaults to 30
+// seconds.
+func WithLease(d time.Duration) Option {
+	if d <= 0 {
+		panic("idempotency: WithLease expects d > 0")
+	}
+	return func(c *config) { c.lease = d }
+}
+
+// WithRetention sets how long a completed record is kept for replay.
+// Defaults to 24 hours.
+func WithRetention(d time.Duration) Option {
+	if d <= 0 {
+		panic("idempotency: WithRetention expects d > 0")
+	}
+	return func(c *config) { c.retention = d }
+}
+
+// WithRetryAfter sets the Retry-After sent with a 409 for a key still in
+// flight and with a 503 for an unreachable store; it is rounded up to whole
+// seconds. Defaults to 1 second.
+func WithRetryAfter(d time.Duration) Option {
+	if d <= 0 {
+		panic("idempotency: WithRetryAfter expects d > 0")
+	}
+	return func(c *config) { c.retryAfter = d }
+}
+
+// WithWait makes a duplicate of an in-flight request wait up to timeout for
+// the first one to finish, then replay its response; on timeout it gets 409.
+// If the first request fails and releases the key, the waiting duplicate
+// claims it and runs. Defaults to 0: a duplicate gets 409 at once.
+func WithWait(timeout time.Duration) Option {
+	if timeout < 0 {
+		panic("idempotency: WithWait expects timeout >= 0")
+	}
+	return func(c *config) { c.wait = timeout }
+}
+
+// WithFailOpen makes the middleware run the handler unprotected when the
+// store cannot be reached, logging each such request. Defaults to fail
+// closed: such a request gets 503 and the handler does not run.
+func WithFailOpen() Option {
+	return func(c *config) { c.failOpen = true }
+}
+
+// WithErrorHandler sets the function told of every store error and
+// every problem the client cannot see. It must not write to the response.
+// Defaults to logging the error at level Error with the logger.
+func WithErrorHandler(handle func(r *http.Request, err error)) Option {
+	if handle == nil {
+		panic("idempotency: WithErrorHandler expects a non-nil function")
+	}
+	return func(c *config) { c.errorHandler = handle }
+}
+
+// WithLogger sets the logger for store errors (when no error handler is
+// set) and fail-open requests. Defaults to slog.Default().
+func WithLogger(logger *slog.Logger) Option {
+	if logger == nil {
+		panic("idempotency: WithLogger expects a non-nil logger")
+	}
+	return func(c *config) { c.logger = logger }
+}
+
+// WithReplayHeaders adds response headers to those stored and replayed.
+// Set-Cookie, Authorization, WWW-Authenticate, Proxy-Authenticate and
+// hop-by-hop headers are never stored, even if named here. Defaults to
+// Cache-Control, Content-Language, Content-Location, Content-Type, ETag,
+// Expires, Last-Modified, Link, Location and Vary.
+func WithReplayHeaders(names ...string) Option {
+	return func(c *config) {
+		for _, name := range names {
+			name = http.CanonicalHeaderKey(name)
+			if neverStored[name] {
+				panic(fmt.Sprintf("idempotency: WithReplayHeaders: %s is never stored", name))
+			}
+			c.replayHeaders[name] = true
+		}
+	}
+}
+
+// neverStored are headers that must not be replayed to another request:
+// credentials, cookies, and hop-by-hop headers.
+var neverStored = headerSet(
+	"Set-Cookie", "Authorization", "Www-Authenticate", "Proxy-Authenticate",
+	"Proxy-Authorization", "Connection", "Keep-Alive", "Te", "Trailer",
+	"Transfer-Encoding", "Upgrade",
+)
+
+func headerSet(names ...string) map[string]bool {
+	set := make(map[string]bool, len(names))
+	for _, name := range names {
+		set[http.CanonicalHeaderKey(name)] = true
+	}
+	return set
+}

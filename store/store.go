@@ -1,0 +1,124 @@
+// Package store defines what the idempotency middleware needs from a storage
+// backend: a small Store interface, the records it keeps, and the sentinel
+// errors every backend translates its driver's errors into.
+//
+// A backend is correct when it passes the conformance suite in
+// store/storetest. The in-memory store in this package is the default; the
+// Redis and Postgres stores live in store_redis and store_postgres.
+package store
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Store keeps one record per idempotency key. Every method takes a context
+// first and is safe for concurrent use by many goroutines and, for shared
+// backends, by many processes. Lease and retention expiry are decided on the
+// store's own clock, never the caller's.
+type Store interface {
+	// Claim tries to take key for a request whose fingerprint is given,
+	// under the caller's random token, for the lease duration.
+	//
+	// If key has no record, or its record is in flight with an expired
+	// lease, Claim creates an in-flight record owned by token and returns it
+	// with claimed true. A takeover of an expired lease gets a fencing number
+	// higher than the previous owner's; a fresh key starts at 1.
+	//
+	// Otherwise Claim changes nothing and returns the existing record with
+	// claimed false: in flight (with the lease time remaining in TTL) or
+	// completed (with its response, if replayable). The existing owner's
+	// token is never returned.
+	Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (rec Record, claimed bool, err error)
+
+	// Renew extends the lease of key to lease from now, if owner still
+	// holds it. If the record is gone, completed, or held under another
+	// token or fencing number, Renew returns ErrNotOwner and changes
+	// nothing.
+	Renew(ctx context.Context, key string, owner Lease, lease time.Duration) error
+
+	// Complete turns owner's in-flight record into a completed one kept for
+	// retention. A nil resp marks the key done but not replayable: the
+	// request ran, and duplicates must not run it again, but its response
+	// was not stored. If owner no longer holds the key, Complete returns
+	// ErrNotOwner and changes nothing.
+	Complete(ctx context.Context, key string, owner Lease, resp *Response, retention time.Duration) error
+
+	// Release deletes owner's in-flight record so that a retry may run the
+	// request again. If owner no longer holds the key, Release returns
+	// ErrNotOwner and changes nothing.
+	Release(ctx context.Context, key string, owner Lease) error
+}
+
+// State is where a record is in its life.
+type State int
+
+const (
+	// StateInFlight means a request holds the key under a lease.
+	StateInFlight State = iota + 1
+	// StateCompleted means the request finished and its response is stored
+	// for replay.
+	StateCompleted
+	// StateUnreplayable means the request finished but its response could
+	// not be stored (too large, flushed, or hijacked).
+	StateUnreplayable
+)
+
+// String returns the state's name, as logs show it.
+func (s State) String() string {
+	switch s {
+	case StateInFlight:
+		return "in-flight"
+	case StateCompleted:
+		return "completed"
+	case StateUnreplayable:
+		return "unreplayable"
+	default:
+		return "unknown"
+	}
+}
+
+// Lease identifies the owner of an in-flight record: the random token the
+// owner chose and the fencing number the store gave it. Fencing numbers of
+// one key only grow while its record lives, so a downstream system can
+// refuse writes from an owner whose lease was taken over.
+type Lease struct {
+	Token string
+	Fence int64
+}
+
+// Record is what a store keeps for one key.
+type Record struct {
+	// State is in flight, completed or unreplayable.
+	State State
+	// Fingerprint is the hash of the request that claimed the key.
+	Fingerprint string
+	// Owner is the lease; its Token is set only on the record returned by a
+	// successful Claim.
+	Owner Lease
+	// Response is the stored response; set only when State is
+	// StateCompleted.
+	Response *Response
+	// TTL is the time left on the store's clock: of the lease while in
+	// flight, of the retention once done.
+	TTL time.Duration
+}
+
+// Response is a response stored for replay. Body is arbitrary bytes and
+// must round-trip unchanged.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// ErrNotOwner is returned by Renew, Complete and Release when the caller's
+// lease is no longer the one holding the key: it expired and was taken
+// over, or the record is gone.
+var ErrNotOwner = errors.New("store: lease not held by this owner")
+
+// ErrFull is returned by Claim when a bounded store has no room for another
+// record even after removing expired ones.
+var ErrFull = errors.New("store: full")
