@@ -1,0 +1,113 @@
+package httpx
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+)
+
+// KeyHeader is the request header that carries the idempotency key, in its
+// canonical form.
+const KeyHeader = "Idempotency-Key"
+
+// MaxKeyLen is the longest key ParseKey accepts, in bytes, after unquoting.
+const MaxKeyLen = 255
+
+// Errors returned by ParseKey. Their messages name the problem without
+// echoing the client's input, so they are safe to show to a client.
+var (
+	// ErrKeyMissing means the request has no Idempotency-Key header line.
+	ErrKeyMissing = errors.New("missing Idempotency-Key header")
+	// ErrKeyMultiple means the request has two or more Idempotency-Key
+	// header lines.
+	ErrKeyMultiple = errors.New("more than one Idempotency-Key header")
+	// ErrKeyInvalid means the Idempotency-Key header is present once but its
+	// value is not a valid key.
+	ErrKeyInvalid = errors.New("malformed Idempotency-Key header")
+)
+
+// ParseKey returns the idempotency key from the one Idempotency-Key line in
+// h. With no such line it returns ErrKeyMissing, with several ErrKeyMultiple,
+// and with a malformed value ErrKeyInvalid.
+//
+// Spaces and tabs around the whole value are trimmed. The value then takes
+// one of two forms, which name the same key:
+//   - bare, as Stripe clients send it (abc-123): 1..255 bytes, each visible
+//     ASCII (0x21..0x7E); the key is the value itself.
+//   - a structured-field string (RFC 8941), as the IETF draft specifies it
+//     ("abc-123"): any value starting with a double quote is parsed this
+//     way. Between the quotes only 0x20..0x7E is allowed, with \" and \\ the
+//     only escapes; nothing may follow the closing quote, so parameters
+//     ("abc";p=1) are refused. The key is the unescaped content and must be
+//     1..255 bytes.
+//
+// Anything else (an empty value, a key too long, control characters, CR,
+// LF, tab or non-ASCII bytes in the key) is ErrKeyInvalid. For a valid key
+// without escapes ParseKey does not allocate: it returns part of the header's
+// own string.
+func ParseKey(h http.Header) (string, error) {
+	lines := h[KeyHeader]
+	switch {
+	case len(lines) == 0:
+		return "", ErrKeyMissing
+	case len(lines) > 1:
+		return "", ErrKeyMultiple
+	}
+	v := strings.Trim(lines[0], " \t")
+	if strings.HasPrefix(v, `"`) {
+		return parseQuotedKey(v)
+	}
+	if len(v) == 0 || len(v) > MaxKeyLen {
+		return "", ErrKeyInvalid
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x21 || v[i] > 0x7E {
+			return "", ErrKeyInvalid
+		}
+	}
+	return v, nil
+}
+
+// parseQuotedKey parses v, which starts with a double quote, as an RFC 8941
+// sf-string that must end at the end of v, and returns its unescaped content.
+func parseQuotedKey(v string) (string, error) {
+	escapes := 0
+	i := 1
+	for ; i < len(v); i++ {
+		c := v[i]
+		if c == '"' {
+			break
+		}
+		if c == '\\' {
+			i++
+			if i == len(v) || (v[i] != '"' && v[i] != '\\') {
+				return "", ErrKeyInvalid
+			}
+			escapes++
+			continue
+		}
+		if c < 0x20 || c > 0x7E {
+			return "", ErrKeyInvalid
+		}
+	}
+	// i is at the closing quote, which must be the last byte.
+	if i != len(v)-1 {
+		return "", ErrKeyInvalid
+	}
+	content := v[1:i]
+	if n := len(content) - escapes; n == 0 || n > MaxKeyLen {
+		return "", ErrKeyInvalid
+	}
+	if escapes == 0 {
+		return content, nil
+	}
+	var b strings.Builder
+	b.Grow(len(content) - escapes)
+	for j := 0; j < len(content); j++ {
+		if content[j] == '\\' {
+			j++
+		}
+		b.WriteByte(content[j])
+	}
+	return b.String(), nil
+}

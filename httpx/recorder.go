@@ -1,0 +1,262 @@
+package httpx
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+)
+
+// Recorder wraps an http.ResponseWriter, passes everything a handler writes
+// through to it unchanged, and records what was written: the status, the
+// headers at the moment the status was written, the number of body bytes,
+// and a copy of the body up to a limit. The middleware uses the record to
+// decide whether, and what, to store for replay.
+//
+// The rules:
+//   - The status is recorded once. The first WriteHeader with a final code
+//     (200 or above, or 101 Switching Protocols) wins; later calls are
+//     ignored and not passed on. Informational codes (100..199 except 101,
+//     such as 103 Early Hints) are passed through and do not count as the
+//     status. Write, ReadFrom or Flush before any WriteHeader imply 200.
+//   - The header snapshot is a clone of Header() taken when the status is
+//     written. Later header changes are not in it, just as net/http does not
+//     send them.
+//   - Every body byte reaches the client. A copy is kept while the body is at
+//     most limit bytes; once it grows beyond limit the copy is dropped, its
+//     memory released, and Overflowed reports true.
+//   - A flushed or hijacked response is reported as such; together with an
+//     overflow these make a response not replayable.
+//
+// Unwrap returns the wrapped writer, so http.NewResponseController on a
+// Recorder reaches the real writer's extras, such as SetWriteDeadline.
+// A Recorder is used by one handler goroutine at a time, like any
+// http.ResponseWriter.
+type Recorder struct {
+	w     http.ResponseWriter
+	limit int
+
+	status     int
+	header     http.Header
+	body       []byte
+	written    int64
+	overflowed bool
+	flushed    bool
+	hijacked   bool
+}
+
+// NewRecorder returns a Recorder that passes everything through to w and
+// keeps a copy of at most limit body bytes. A limit of zero or less keeps no
+// copy: the first body byte overflows it. Nothing is allocated for the body
+// until the handler writes it.
+func NewRecorder(w http.ResponseWriter, limit int) *Recorder {
+	return &Recorder{w: w, limit: max(limit, 0)}
+}
+
+// Header returns the wrapped writer's header map.
+func (r *Recorder) Header() http.Header {
+	return r.w.Header()
+}
+
+// WriteHeader passes code on and records it as the status if it is the first
+// final code. See Recorder for the rules on 1xx codes and repeated calls.
+// After a hijack the call is passed on (net/http then reports the misuse) and
+// nothing is recorded.
+func (r *Recorder) WriteHeader(code int) {
+	switch {
+	case r.hijacked:
+		r.w.WriteHeader(code)
+	case r.status != 0:
+		// Already written: net/http would ignore it and log a superfluous
+		// call; ignoring it here keeps the recorded status what the client saw.
+	case code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols:
+		r.w.WriteHeader(code)
+	default:
+		h := r.w.Header().Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		// The wrapped writer panics on an invalid code; record only a code
+		// it accepted.
+		r.w.WriteHeader(code)
+		r.status, r.header = code, h
+	}
+}
+
+// implicitOK writes the status 200 if no status was written, as net/http
+// does before the first body byte or flush of a connection not hijacked.
+func (r *Recorder) implicitOK() {
+	if r.status == 0 && !r.hijacked {
+		r.WriteHeader(http.StatusOK)
+	}
+}
+
+// Write writes p to the client, writing the status 200 first if no status
+// was written, and keeps a copy of the bytes the wrapped writer accepted
+// while the body stays within the limit.
+func (r *Recorder) Write(p []byte) (int, error) {
+	r.implicitOK()
+	n, err := r.w.Write(p)
+	r.record(p[:n])
+	return n, err
+}
+
+// record counts p as written and keeps a copy of it, or drops the copy once
+// the body exceeds the limit.
+func (r *Recorder) record(p []byte) {
+	r.written += int64(len(p))
+	if r.overflowed || len(p) == 0 {
+		return
+	}
+	if len(r.body)+len(p) > r.limit {
+		r.overflowed = true
+		r.body = nil
+		return
+	}
+	r.body = append(r.body, p...)
+}
+
+// copyBufs holds the buffers ReadFrom copies through while capturing.
+var copyBufs = sync.Pool{New: func() any {
+	b := make([]byte, 32<<10)
+	return &b
+}}
+
+// ReadFrom copies src to the client and returns the number of bytes copied.
+// While the body is still being kept, the bytes go through Write so the copy
+// stays exact. Once the body has overflowed the limit, the rest is handed to
+// the wrapped writer's io.ReaderFrom when it has one, so net/http can still
+// use sendfile for large bodies.
+func (r *Recorder) ReadFrom(src io.Reader) (int64, error) {
+	r.implicitOK()
+	var total int64
+	if !r.overflowed {
+		n, done, err := r.copyCapturing(src)
+		total += n
+		if done || err != nil {
+			return total, err
+		}
+	}
+	if rf, ok := r.w.(io.ReaderFrom); ok {
+		n, err := rf.ReadFrom(src)
+		r.written += n
+		return total + n, err
+	}
+	n, _, err := r.copyCapturing(src)
+	return total + n, err
+}
+
+// copyCapturing copies src through Write until src ends (done), an error
+// occurs, or, while capturing, the body overflows the limit.
+func (r *Recorder) copyCapturing(src io.Reader) (n int64, done bool, err error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	capturing := !r.overflowed
+	for {
+		nr, rerr := src.Read(buf)
+		if nr > 0 {
+			nw, werr := r.Write(buf[:nr])
+			n += int64(nw)
+			if werr != nil {
+				return n, false, werr
+			}
+			if nw != nr {
+				return n, false, io.ErrShortWrite
+			}
+		}
+		if rerr == io.EOF {
+			return n, true, nil
+		}
+		if rerr != nil {
+			return n, false, rerr
+		}
+		if capturing && r.overflowed {
+			return n, false, nil
+		}
+	}
+}
+
+// Flush flushes the response to the client, as FlushError does. A wrapped
+// writer that cannot flush makes it a no-op, never a panic.
+func (r *Recorder) Flush() {
+	_ = r.FlushError()
+}
+
+// FlushError writes the status 200 if none was written, then flushes the
+// wrapped writer through http.ResponseController. Unless the wrapped writer
+// cannot flush (the error wraps http.ErrNotSupported), the response is marked
+// flushed: the client may have seen part of it before the handler finished.
+func (r *Recorder) FlushError() error {
+	r.implicitOK()
+	err := http.NewResponseController(r.w).Flush()
+	if err == nil || !errors.Is(err, http.ErrNotSupported) {
+		r.flushed = true
+	}
+	return err
+}
+
+// Hijack takes over the connection through http.ResponseController. On
+// success the response is marked hijacked; otherwise the error is returned,
+// wrapping http.ErrNotSupported when the wrapped writer cannot hijack.
+func (r *Recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(r.w).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	r.hijacked = true
+	return conn, rw, nil
+}
+
+// Unwrap returns the wrapped writer, for http.ResponseController.
+func (r *Recorder) Unwrap() http.ResponseWriter {
+	return r.w
+}
+
+// Status returns the recorded status, or 0 if the handler wrote nothing.
+func (r *Recorder) Status() int {
+	return r.status
+}
+
+// HeaderSnapshot returns the headers as they were when the status was
+// written, or nil if no status has been written.
+func (r *Recorder) HeaderSnapshot() http.Header {
+	return r.header
+}
+
+// Body returns the kept copy of the body: every byte written while the body
+// stayed within the limit, or nil once it overflowed.
+func (r *Recorder) Body() []byte {
+	return r.body
+}
+
+// Written returns the number of body bytes the wrapped writer accepted.
+func (r *Recorder) Written() int64 {
+	return r.written
+}
+
+// Overflowed reports whether the body grew beyond the limit, so that no
+// complete copy was kept.
+func (r *Recorder) Overflowed() bool {
+	return r.overflowed
+}
+
+// Flushed reports whether the response was flushed to the client before the
+// handler finished.
+func (r *Recorder) Flushed() bool {
+	return r.flushed
+}
+
+// Hijacked reports whether the handler took over the connection.
+func (r *Recorder) Hijacked() bool {
+	return r.hijacked
+}
+
+// Replayable reports whether the recorded status, header snapshot and body
+// are the complete response the client got: it was not flushed, hijacked or
+// larger than the limit.
+func (r *Recorder) Replayable() bool {
+	return !r.overflowed && !r.flushed && !r.hijacked
+}
