@@ -1,0 +1,205 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// DefaultMaxRecords is how many records a Memory store holds unless
+// WithMaxRecords says otherwise.
+const DefaultMaxRecords = 100_000
+
+// never is a deadline later than any the store can reach.
+const never = time.Duration(math.MaxInt64)
+
+// Memory is a Store that keeps its records in this process's memory. It is
+// the middleware's default: nothing to run or configure. It protects one
+// process only: a duplicate that reaches another process, or arrives after
+// a restart, is not recognised. Several processes must share a Redis or
+// Postgres store instead.
+//
+// Leases and retentions run on the process's monotonic clock, so changes to
+// the wall clock do not move them. A record whose lease or retention has
+// ended counts as absent: Claim takes it over, and nothing else sees it.
+//
+// The store is bounded by WithMaxRecords. Expired records are swept, under
+// the lock and without a background goroutine, before a new key is inserted
+// when the store is full or has taken in half its size in new keys since the
+// last sweep. When the store is still full of live records, Claim on a new
+// key returns ErrFull; keys already present are claimed, renewed, completed
+// and released as usual. There is nothing to close.
+//
+// Responses are copied in by Complete and out by Claim: neither the caller's
+// later changes nor the store's are visible to the other. The context
+// arguments are not used: no operation waits for anything but the store's
+// mutex. A Memory is safe for concurrent use and must not be copied after
+// first use.
+type Memory struct {
+	mu      sync.Mutex
+	records map[string]memRecord
+	max     int
+	start   time.Time     // origin of the store's monotonic clock
+	nextExp time.Duration // no record expires before this instant
+	inserts int           // new keys since the last sweep
+}
+
+var _ Store = (*Memory)(nil)
+
+// MemoryOption configures a Memory store built by NewMemory.
+type MemoryOption func(*Memory)
+
+// WithMaxRecords caps the number of records the store holds, in flight or
+// done, including expired ones not yet swept. Defaults to DefaultMaxRecords
+// (100000). It panics if n is not positive.
+func WithMaxRecords(n int) MemoryOption {
+	if n <= 0 {
+		panic("store: WithMaxRecords expects n > 0")
+	}
+	return func(m *Memory) { m.max = n }
+}
+
+// NewMemory returns an empty in-memory store configured by opts.
+func NewMemory(opts ...MemoryOption) *Memory {
+	m := &Memory{
+		records: make(map[string]memRecord),
+		max:     DefaultMaxRecords,
+		start:   time.Now(),
+		nextExp: never,
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// Claim implements Store. A key that is missing (never claimed, released,
+// or swept) gets fencing number 1. A record whose lease or retention has
+// ended but that is not yet swept is taken over in place, with the fencing
+// number one above the previous one. A live record is returned unchanged,
+// without its owner's token. Claim returns ErrFull (wrapped) when a new key
+// finds the store full of live records.
+func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease time.Duration) (Record, bool, error) {
+	m.mu.Lock()
+	now := m.now()
+	r, ok := m.records[key]
+	if ok && r.expires > now {
+		m.mu.Unlock()
+		return r.view(now), false, nil
+	}
+	fence := int64(1)
+	if ok {
+		fence = r.fence + 1
+	} else if !m.makeRoom(now) {
+		m.mu.Unlock()
+		return Record{}, false, fmt.Errorf("%w: %d live records", ErrFull, m.max)
+	}
+	r = memRecord{
+		state:       StateInFlight,
+		fingerprint: fingerprint,
+		token:       token,
+		fence:       fence,
+		expires:     deadline(now, lease),
+	}
+	m.records[key] = r
+	m.noteExpiry(r.expires)
+	m.mu.Unlock()
+	return Record{
+		State:       StateInFlight,
+		Fingerprint: fingerprint,
+		Owner:       Lease{Token: token, Fence: fence},
+		TTL:         r.expires - now,
+	}, true, nil
+}
+
+// Renew implements Store. The owner of an in-flight record whose lease has
+// ended but that nobody has taken over still holds it, and may renew it.
+func (m *Memory) Renew(_ context.Context, key string, owner Lease, lease time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.records[key]
+	if !ok || !r.heldBy(owner) {
+		return ErrNotOwner
+	}
+	r.expires = deadline(m.now(), lease)
+	m.records[key] = r
+	m.noteExpiry(r.expires)
+	return nil
+}
+
+// Complete implements Store. As with Renew, an owner whose lease has ended
+// may still complete the record while nobody has taken it over. Header keys
+// without values are not stored.
+func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Response, retention time.Duration) error {
+	done := memRecord{state: StateUnreplayable}
+	if resp != nil {
+		done = storedResponse(resp)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.records[key]
+	if !ok || !r.heldBy(owner) {
+		return ErrNotOwner
+	}
+	done.fingerprint, done.fence = r.fingerprint, r.fence
+	done.expires = deadline(m.now(), retention)
+	m.records[key] = done
+	m.noteExpiry(done.expires)
+	return nil
+}
+
+// Release implements Store. The key becomes missing, so the next Claim
+// starts its fencing again at 1.
+func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.records[key]
+	if !ok || !r.heldBy(owner) {
+		return ErrNotOwner
+	}
+	delete(m.records, key)
+	return nil
+}
+
+// now reads the store's monotonic clock.
+func (m *Memory) now() time.Duration { return time.Since(m.start) }
+
+// noteExpiry keeps nextExp a lower bound of every record's expiry.
+func (m *Memory) noteExpiry(t time.Duration) { m.nextExp = min(m.nextExp, t) }
+
+// makeRoom is called before a new key is inserted. It sweeps when a record
+// may have expired and the store is either full or has taken in half its
+// size in new keys since the last sweep, so a sweep costs O(1) per insert
+// amortised. It reports whether there is room for one more record.
+func (m *Memory) makeRoom(now time.Duration) bool {
+	m.inserts++
+	n := len(m.records)
+	if now >= m.nextExp && (n >= m.max || m.inserts > n/2) {
+		m.sweep(now)
+	}
+	return len(m.records) < m.max
+}
+
+// sweep deletes every record expired at now and recomputes nextExp.
+func (m *Memory) sweep(now time.Duration) {
+	next := never
+	for k, r := range m.records {
+		if r.expires <= now {
+			delete(m.records, k)
+			continue
+		}
+		next = min(next, r.expires)
+	}
+	m.nextExp = next
+	m.inserts = 0
+}
+
+// deadline returns now+d, saturating instead of overflowing.
+func deadline(now, d time.Duration) time.Duration {
+	if d > never-now {
+		return never
+	}
+	return now + d
+}

@@ -1,0 +1,99 @@
+package storetest
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// testClaimNewKey: Claim on a key never seen wins, in flight, under the
+// caller's token, with a fencing number of at least 1 and the whole lease
+// left.
+func testClaimNewKey(t *testing.T, s store.Store) {
+	mustClaim(t, s, "new", "fp-new", longLease)
+}
+
+// testClaimInFlightKey: Claim on a key in flight under a live lease loses
+// and changes nothing. It reports the state in flight, the first claim's
+// fingerprint, the lease time left, and no token. The owner still holds
+// the key afterwards.
+func testClaimInFlightKey(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "busy", "fp-first", longLease)
+	rec := mustLose(t, s, "busy", "fp-second")
+	require.Equal(t, store.StateInFlight, rec.State)
+	require.Equal(t, "fp-first", rec.Fingerprint, "a lost claim reports the first claim's fingerprint")
+	require.Nil(t, rec.Response)
+	requireTTL(t, rec.TTL, longLease)
+
+	resp := sampleResponse()
+	complete(t, s, "busy", owner, resp)
+	requireCompleted(t, s, "busy", "fp-first", resp)
+}
+
+// testClaimCompletedKey: Claim on a completed key loses and returns the
+// stored response and the first claim's fingerprint, with the retention
+// time left, as often as it is asked.
+func testClaimCompletedKey(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "done", "fp-first", longLease)
+	resp := sampleResponse()
+	complete(t, s, "done", owner, resp)
+	for range 3 {
+		requireCompleted(t, s, "done", "fp-first", resp)
+	}
+}
+
+// testCompleteNilIsUnreplayable: Complete with a nil response marks the key
+// done but unreplayable: a later Claim loses and reports
+// store.StateUnreplayable, the first claim's fingerprint and no response.
+func testCompleteNilIsUnreplayable(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "huge", "fp-first", longLease)
+	complete(t, s, "huge", owner, nil)
+	rec := mustLose(t, s, "huge", "fp-second")
+	require.Equal(t, store.StateUnreplayable, rec.State)
+	require.Equal(t, "fp-first", rec.Fingerprint)
+	require.Nil(t, rec.Response, "an unreplayable record has no response")
+	requireTTL(t, rec.TTL, retention)
+}
+
+// testDistinctKeysAreIndependent: keys that differ in any byte are separate
+// records, whatever characters they hold (separators, Redis hash-tag
+// braces, spaces, non-ASCII, a case change, a long key). Completing one key
+// does not touch another.
+func testDistinctKeysAreIndependent(t *testing.T, s store.Store) {
+	keys := []string{
+		"a", "A", "ab", "a:b", "a:b:", "{a}", "{a}:b", "a b", "a/b/c?d=e",
+		"POST /payments tenant-7 key-1", "ключ-🔑", strings.Repeat("k", 512),
+	}
+	owners := make([]store.Lease, len(keys))
+	for i, key := range keys {
+		owners[i] = mustClaim(t, s, key, fmt.Sprint("fp-", i), longLease)
+	}
+	for i, key := range keys {
+		if i%2 == 0 {
+			complete(t, s, key, owners[i], keyedResponse(key))
+		}
+	}
+	for i, key := range keys {
+		fp := fmt.Sprint("fp-", i)
+		if i%2 == 0 {
+			requireCompleted(t, s, key, fp, keyedResponse(key))
+		} else {
+			requireInFlight(t, s, key, fp, longLease)
+		}
+	}
+}
+
+// keyedResponse is a response whose body and header name the key it was
+// stored under.
+func keyedResponse(key string) *store.Response {
+	return &store.Response{
+		Status: http.StatusCreated,
+		Header: http.Header{"X-Key": {key}},
+		Body:   []byte("response for " + key),
+	}
+}

@@ -1,0 +1,152 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// requireAllRefused requires Renew, Complete and Release by lease on key to
+// each return store.ErrNotOwner.
+func requireAllRefused(t *testing.T, s store.Store, key string, lease store.Lease) {
+	t.Helper()
+	ctx := t.Context()
+	requireNotOwner(t, s.Renew(ctx, key, lease, longLease), "Renew")
+	requireNotOwner(t, s.Complete(ctx, key, lease, sampleResponse(), retention), "Complete")
+	requireNotOwner(t, s.Complete(ctx, key, lease, nil, retention), "Complete(nil)")
+	requireNotOwner(t, s.Release(ctx, key, lease), "Release")
+}
+
+// testLeaseOpsOnMissingKey: Renew, Complete and Release on a key that has
+// no record return store.ErrNotOwner and create nothing: the next Claim
+// wins.
+func testLeaseOpsOnMissingKey(t *testing.T, s store.Store) {
+	requireAllRefused(t, s, "missing", store.Lease{Token: newToken(), Fence: 1})
+	mustClaim(t, s, "missing", "fp", longLease)
+}
+
+// testLeaseOpsOnCompletedKey: once its owner completed a key, Renew,
+// Complete and Release by that same lease return store.ErrNotOwner and
+// leave the stored response as it was.
+func testLeaseOpsOnCompletedKey(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "done", "fp", longLease)
+	want := keyedResponse("done")
+	complete(t, s, "done", owner, want)
+	requireAllRefused(t, s, "done", owner)
+	requireCompleted(t, s, "done", "fp", want)
+}
+
+// testWrongLeaseIsRefused: the lease is the token and the fencing number
+// together. The owner's token with another fencing number, another token
+// with the owner's fencing number, and an empty token are all refused with
+// store.ErrNotOwner and change nothing: the owner can still renew and
+// complete.
+func testWrongLeaseIsRefused(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "key", "fp", longLease)
+	for _, wrong := range []store.Lease{
+		{Token: owner.Token, Fence: owner.Fence + 1},
+		{Token: owner.Token, Fence: owner.Fence - 1},
+		{Token: newToken(), Fence: owner.Fence},
+		{Token: "", Fence: owner.Fence},
+	} {
+		requireAllRefused(t, s, "key", wrong)
+	}
+	requireOwnerIntact(t, s, "key", "fp", owner)
+}
+
+// testRenewExtendsLease: Renew sets the lease's end to the new lease from
+// now: a record renewed for a long lease is still in flight, and still the
+// owner's, well past the end of its first, short lease.
+func testRenewExtendsLease(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "slow", "fp", shortLease)
+	require.NoError(t, s.Renew(t.Context(), "slow", owner, longLease), "Renew by the owner")
+	sleepPastShortLease()
+	requireOwnerIntact(t, s, "slow", "fp", owner)
+}
+
+// testReleaseLetsNextClaimWin: Release by the owner deletes the in-flight
+// record, so the next Claim wins under its own token. The released lease is
+// refused afterwards and cannot touch the new owner's record.
+func testReleaseLetsNextClaimWin(t *testing.T, s store.Store) {
+	first := mustClaim(t, s, "retry", "fp-1", longLease)
+	require.NoError(t, s.Release(t.Context(), "retry", first), "Release by the owner")
+	second := mustClaim(t, s, "retry", "fp-2", longLease)
+	require.NotEqual(t, first.Token, second.Token)
+	requireAllRefused(t, s, "retry", first)
+	requireOwnerIntact(t, s, "retry", "fp-2", second)
+}
+
+// takeover claims key under a short lease, lets the lease expire, and takes
+// the key over. The takeover must win under the new token with a fencing
+// number strictly higher than the first owner's. It returns the stale and
+// the current lease.
+func takeover(t *testing.T, s store.Store, key string) (stale, current store.Lease) {
+	t.Helper()
+	stale = mustClaim(t, s, key, "fp-stale", shortLease)
+	sleepPastShortLease()
+	current = mustClaim(t, s, key, "fp-current", longLease)
+	require.NotEqual(t, stale.Token, current.Token)
+	require.Greater(t, current.Fence, stale.Fence, "a takeover gets a higher fencing number")
+	return stale, current
+}
+
+// requireOwnerIntact requires key to be in flight with fingerprint, and
+// owner to still hold it: owner renews and completes it, and the next Claim
+// replays owner's response.
+func requireOwnerIntact(t *testing.T, s store.Store, key, fingerprint string, owner store.Lease) {
+	t.Helper()
+	requireInFlight(t, s, key, fingerprint, longLease)
+	require.NoError(t, s.Renew(t.Context(), key, owner, longLease), "Renew by the owner")
+	want := keyedResponse(key)
+	complete(t, s, key, owner, want)
+	requireCompleted(t, s, key, fingerprint, want)
+}
+
+// testTakeoverAfterLeaseExpiry: once a lease has expired on the store's
+// clock, the next Claim takes the key over (see takeover) and the new owner
+// holds it.
+func testTakeoverAfterLeaseExpiry(t *testing.T, s store.Store) {
+	_, current := takeover(t, s, "crashed")
+	requireOwnerIntact(t, s, "crashed", "fp-current", current)
+}
+
+// testStaleRenewIsRefused: after a takeover, Renew by the stale lease
+// returns store.ErrNotOwner and leaves the new owner's record untouched.
+func testStaleRenewIsRefused(t *testing.T, s store.Store) {
+	stale, current := takeover(t, s, "crashed")
+	requireNotOwner(t, s.Renew(t.Context(), "crashed", stale, longLease), "Renew")
+	requireOwnerIntact(t, s, "crashed", "fp-current", current)
+}
+
+// testStaleCompleteIsRefused: after a takeover, Complete by the stale
+// lease, with a response or without, returns store.ErrNotOwner and neither
+// completes nor changes the new owner's record.
+func testStaleCompleteIsRefused(t *testing.T, s store.Store) {
+	stale, current := takeover(t, s, "crashed")
+	requireNotOwner(t, s.Complete(t.Context(), "crashed", stale, sampleResponse(), retention), "Complete")
+	requireNotOwner(t, s.Complete(t.Context(), "crashed", stale, nil, retention), "Complete(nil)")
+	requireOwnerIntact(t, s, "crashed", "fp-current", current)
+}
+
+// testStaleReleaseIsRefused: after a takeover, Release by the stale lease
+// returns store.ErrNotOwner and does not delete the new owner's record.
+func testStaleReleaseIsRefused(t *testing.T, s store.Store) {
+	stale, current := takeover(t, s, "crashed")
+	requireNotOwner(t, s.Release(t.Context(), "crashed", stale), "Release")
+	requireOwnerIntact(t, s, "crashed", "fp-current", current)
+}
+
+// testCompletedRecordExpires: a completed record is kept for its retention
+// and no longer: after it, Claim wins afresh with the new fingerprint and
+// no trace of the old response, and the old lease is refused.
+func testCompletedRecordExpires(t *testing.T, s store.Store) {
+	first := mustClaim(t, s, "old", "fp-old", longLease)
+	require.NoError(t, s.Complete(t.Context(), "old", first, sampleResponse(), shortLease))
+	sleepPastShortLease()
+	second := mustClaim(t, s, "old", "fp-new", longLease)
+	require.NotEqual(t, first.Token, second.Token)
+	requireAllRefused(t, s, "old", first)
+	requireInFlight(t, s, "old", "fp-new", longLease)
+}
