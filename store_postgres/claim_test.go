@@ -1,0 +1,159 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// claimResult is what one racing Claim saw.
+type claimResult struct {
+	token   string
+	rec     store.Record
+	claimed bool
+	err     error
+}
+
+// raceClaims runs n claims of key at once, each under its own token and
+// with fingerprint fp(i), and returns what each saw.
+func raceClaims(s *Store, key string, n int, fp func(i int) string) []claimResult {
+	results := make([]claimResult, n)
+	ready := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			token := fmt.Sprintf("token-%d", i)
+			<-ready
+			rec, claimed, err := s.Claim(context.Background(), key, fp(i), token, time.Minute)
+			results[i] = claimResult{token: token, rec: rec, claimed: claimed, err: err}
+		})
+	}
+	close(ready)
+	wg.Wait()
+	return results
+}
+
+// winner checks that exactly one result claimed the key and returns it.
+func winner(t *testing.T, results []claimResult) claimResult {
+	t.Helper()
+	var won []claimResult
+	for _, r := range results {
+		require.NoError(t, r.err)
+		if r.claimed {
+			won = append(won, r)
+		}
+	}
+	require.Len(t, won, 1, "exactly one racing claim must win")
+	return won[0]
+}
+
+func TestClaimRaceOnFreshKey(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	for round := range 20 {
+		key := fmt.Sprintf("fresh-%d", round)
+		results := raceClaims(s, key, 16, func(i int) string { return fmt.Sprintf("fp-%d", i) })
+		w := winner(t, results)
+		assert.Equal(t, int64(1), w.rec.Owner.Fence)
+		for _, r := range results {
+			if r.claimed {
+				continue
+			}
+			assert.Equal(t, store.StateInFlight, r.rec.State)
+			assert.Equal(t, w.rec.Fingerprint, r.rec.Fingerprint, "a loser sees the winner's record")
+			assert.Empty(t, r.rec.Owner.Token)
+			assert.Positive(t, r.rec.TTL)
+		}
+	}
+}
+
+func TestClaimRaceOnExpiredLease(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	for round := range 20 {
+		key := fmt.Sprintf("expired-%d", round)
+		first, claimed, err := s.Claim(ctx, key, "old", "old-owner", time.Microsecond)
+		require.NoError(t, err)
+		require.True(t, claimed)
+
+		results := raceClaims(s, key, 16, func(i int) string { return fmt.Sprintf("fp-%d", i) })
+		w := winner(t, results)
+		assert.Equal(t, first.Owner.Fence+1, w.rec.Owner.Fence, "a takeover raises the fence")
+		for _, r := range results {
+			if r.claimed {
+				continue
+			}
+			assert.Equal(t, store.StateInFlight, r.rec.State)
+			assert.Equal(t, w.rec.Fingerprint, r.rec.Fingerprint, "a loser sees the new owner's record, not the expired one")
+			assert.Positive(t, r.rec.TTL)
+		}
+		assert.ErrorIs(t, s.Complete(ctx, key, first.Owner, nil, time.Hour), store.ErrNotOwner)
+		require.NoError(t, s.Complete(ctx, key, w.rec.Owner, nil, time.Hour))
+	}
+}
+
+func TestStaleOwnerRefused(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	old, _, err := s.Claim(ctx, "k", "fp", "old", time.Microsecond)
+	require.NoError(t, err)
+	cur, claimed, err := s.Claim(ctx, "k", "fp", "new", time.Minute)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	require.Equal(t, old.Owner.Fence+1, cur.Owner.Fence)
+
+	assert.ErrorIs(t, s.Renew(ctx, "k", old.Owner, time.Hour), store.ErrNotOwner)
+	assert.ErrorIs(t, s.Complete(ctx, "k", old.Owner, &store.Response{Status: 500}, time.Hour), store.ErrNotOwner)
+	assert.ErrorIs(t, s.Release(ctx, "k", old.Owner), store.ErrNotOwner)
+	sameTokenOldFence := store.Lease{Token: "new", Fence: old.Owner.Fence}
+	assert.ErrorIs(t, s.Complete(ctx, "k", sameTokenOldFence, nil, time.Hour), store.ErrNotOwner)
+
+	resp := &store.Response{Status: 201, Body: []byte("new owner")}
+	require.NoError(t, s.Complete(ctx, "k", cur.Owner, resp, time.Hour))
+	rec, claimed, err := s.Claim(ctx, "k", "fp", "third", time.Minute)
+	require.NoError(t, err)
+	assert.False(t, claimed)
+	assert.Equal(t, resp, rec.Response)
+}
+
+func TestClaimAfterRetentionStartsAgain(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	rec, _, err := s.Claim(ctx, "k", "fp", "a", time.Microsecond)
+	require.NoError(t, err)
+	rec, _, err = s.Claim(ctx, "k", "fp", "b", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), rec.Owner.Fence)
+	require.NoError(t, s.Complete(ctx, "k", rec.Owner, &store.Response{Status: 200}, time.Microsecond))
+
+	rec, claimed, err := s.Claim(ctx, "k", "other", "c", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, claimed, "a record past its retention counts as absent")
+	assert.Equal(t, store.Record{
+		State: store.StateInFlight, Fingerprint: "other",
+		Owner: store.Lease{Token: "c", Fence: 1}, TTL: time.Minute,
+	}, rec)
+}
+
+func TestLapsedLeaseStillOwnedUntilTakenOver(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	rec, _, err := s.Claim(ctx, "k", "fp", "a", time.Microsecond)
+	require.NoError(t, err)
+	require.NoError(t, s.Renew(ctx, "k", rec.Owner, time.Minute))
+	again, claimed, err := s.Claim(ctx, "k", "fp", "b", time.Minute)
+	require.NoError(t, err)
+	assert.False(t, claimed, "a renewed lease is not taken over")
+	assert.Equal(t, store.StateInFlight, again.State)
+}

@@ -1,0 +1,76 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// The owner's statements touch key $1 only while it is in flight under
+// token $2 and fence $3; a row count of zero means the caller no longer
+// holds it.
+const (
+	// renewSQL extends the lease to $4 microseconds from now.
+	renewSQL = `
+UPDATE idempotency_keys
+SET expires_at = statement_timestamp() + $4::bigint * interval '1 microsecond'
+WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
+
+	// completeSQL stores state $4 and the response ($5 status, $6 header,
+	// $7 body, all NULL when not replayable) for $8 microseconds.
+	completeSQL = `
+UPDATE idempotency_keys
+SET state = $4, status = $5, header = $6, body = $7,
+    expires_at = statement_timestamp() + $8::bigint * interval '1 microsecond'
+WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
+
+	// releaseSQL deletes the row.
+	releaseSQL = `
+DELETE FROM idempotency_keys
+WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
+)
+
+// Renew implements store.Store: one UPDATE, one round trip. The lease is
+// counted from the database's statement_timestamp(). A lease that has
+// lapsed but was neither taken over nor swept is still the owner's and may
+// be renewed.
+func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
+	return s.ownerExec(ctx, "renew", s.sql.renew, []byte(key), []byte(owner.Token), owner.Fence, lease.Microseconds())
+}
+
+// Complete implements store.Store: one UPDATE, one round trip. The
+// retention is counted from the database's statement_timestamp(). A lease
+// that has lapsed but was neither taken over nor swept is still the
+// owner's and may be completed.
+func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
+	var (
+		state  = store.StateUnreplayable
+		status *int32
+		header [][]byte
+		body   []byte
+	)
+	if resp != nil {
+		code := int32(resp.Status)
+		state, status, header, body = store.StateCompleted, &code, encodeHeader(resp.Header), resp.Body
+	}
+	return s.ownerExec(ctx, "complete", s.sql.complete, []byte(key), []byte(owner.Token), owner.Fence,
+		int16(state), status, header, body, retention.Microseconds())
+}
+
+// Release implements store.Store: one DELETE, one round trip.
+func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
+	return s.ownerExec(ctx, "release", s.sql.release, []byte(key), []byte(owner.Token), owner.Fence)
+}
+
+func (s *Store) ownerExec(ctx context.Context, op, sql string, args ...any) error {
+	tag, err := s.db.Exec(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrNotOwner
+	}
+	return nil
+}

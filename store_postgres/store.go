@@ -1,0 +1,119 @@
+// Package pgstore keeps idempotency records in a PostgreSQL table through a
+// pgx v5 connection pool, so that every process sharing the database shares
+// one record per key.
+//
+// Each record is one row keyed by the idempotency key. A claim is a single
+// INSERT ... ON CONFLICT DO NOTHING statement that also takes over an
+// expired row and otherwise reads the existing one; complete, renew and
+// release are single UPDATE or DELETE statements conditioned on the owner's
+// token and fencing number. Every expiry is computed and compared on the
+// database's clock (statement_timestamp(), which is now() outside an
+// explicit transaction), never the application's.
+//
+// The store never creates its table on its own: call Migrate once at
+// start-up (every worker may call it at once), or apply schema.sql by hand.
+// Expired rows stay in the table, invisible to Claim, until DeleteExpired or
+// the sweeper started by StartSweeper removes them.
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// DefaultTable is the table name used unless WithTable sets another.
+const DefaultTable = "idempotency_keys"
+
+// Store is a store.Store backed by one PostgreSQL table. It is safe for
+// concurrent use by many goroutines and many processes.
+type Store struct {
+	pool   *pgxpool.Pool
+	db     querier
+	schema string
+	table  string
+	name   string // the table's quoted, possibly schema-qualified name
+	logger *slog.Logger
+	sql    statements
+}
+
+var _ store.Store = (*Store)(nil)
+
+// querier is what the store's statements run on: the pool, or one
+// transaction of it.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Option configures a Store built by New.
+type Option func(*Store)
+
+// identifier is what WithTable and WithSchema accept: a lower-case unquoted
+// PostgreSQL name. Table names are kept to 50 bytes so that the index name
+// derived from them (table + "_expires_idx") fits PostgreSQL's 63.
+var (
+	tableName  = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,49}$`)
+	schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+)
+
+// WithTable sets the table that holds the records. The name must be 1 to 50
+// characters of lower-case ASCII letters, digits and underscores, not
+// starting with a digit; anything else panics in New. It is always quoted
+// as an identifier in SQL. Defaults to "idempotency_keys".
+func WithTable(name string) Option {
+	if !tableName.MatchString(name) {
+		panic(fmt.Sprintf("pgstore: WithTable expects a name matching %s, got %q", tableName, name))
+	}
+	return func(s *Store) { s.table = name }
+}
+
+// WithSchema sets the schema that holds the table; the schema must already
+// exist (Migrate does not create schemas). The name follows the rules of
+// WithTable, up to 63 characters. Defaults to none: the table name is left
+// unqualified and PostgreSQL resolves it through each connection's
+// search_path, which is "public" unless the server or the role sets
+// otherwise.
+func WithSchema(name string) Option {
+	if !schemaName.MatchString(name) {
+		panic(fmt.Sprintf("pgstore: WithSchema expects a name matching %s, got %q", schemaName, name))
+	}
+	return func(s *Store) { s.schema = name }
+}
+
+// WithLogger sets the logger the sweeper started by StartSweeper reports
+// its errors to. Defaults to slog.Default().
+func WithLogger(logger *slog.Logger) Option {
+	if logger == nil {
+		panic("pgstore: WithLogger expects a non-nil logger")
+	}
+	return func(s *Store) { s.logger = logger }
+}
+
+// New returns a store that keeps its records in a table reached through
+// pool. It never dials and never touches the database: connections are the
+// pool's business, and the table must exist before first use (see Migrate).
+// A nil pool or an invalid option panics.
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	if pool == nil {
+		panic("pgstore: New expects a non-nil pool")
+	}
+	s := &Store{pool: pool, db: pool, table: DefaultTable, logger: slog.Default()}
+	for _, opt := range opts {
+		opt(s)
+	}
+	table := pgx.Identifier{s.table}
+	if s.schema != "" {
+		table = pgx.Identifier{s.schema, s.table}
+	}
+	s.name = table.Sanitize()
+	s.sql = newStatements(s.name, pgx.Identifier{s.table + "_expires_idx"}.Sanitize())
+	return s
+}

@@ -1,0 +1,120 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fill inserts expired records whose lease (in flight) or retention
+// (completed) ended a minute ago, and live ones, keyed prefix-0, prefix-1...
+func fill(t *testing.T, s *Store, prefix string, expired, live int) {
+	t.Helper()
+	_, err := s.pool.Exec(context.Background(), `
+INSERT INTO `+s.name+` (key, fingerprint, state, token, fence, status, expires_at)
+SELECT convert_to($1 || '-' || i, 'UTF8'), 'fp', 1 + i % 2, 't', 1,
+       CASE WHEN i % 2 = 1 THEN 200 END,
+       now() + CASE WHEN i < $2 THEN interval '-1 minute' ELSE interval '1 hour' END
+FROM generate_series(0, $2::int + $3::int - 1) AS i`, prefix, expired, live)
+	require.NoError(t, err)
+}
+
+func count(t *testing.T, s *Store) int {
+	t.Helper()
+	var n int
+	require.NoError(t, s.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+s.name).Scan(&n))
+	return n
+}
+
+func TestDeleteExpiredInBatches(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	fill(t, s, "k", 25, 10)
+
+	var got []int
+	for {
+		n, err := s.DeleteExpired(ctx, 10)
+		require.NoError(t, err)
+		got = append(got, n)
+		if n < 10 {
+			break
+		}
+	}
+	assert.Equal(t, []int{10, 10, 5}, got)
+	assert.Equal(t, 10, count(t, s), "live records stay")
+
+	_, err := s.DeleteExpired(ctx, 0)
+	assert.EqualError(t, err, "pgstore: DeleteExpired expects batch >= 1")
+}
+
+func TestDeleteExpiredSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	fill(t, s, "k", 20, 0)
+
+	tx, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+	rows, err := tx.Query(ctx, "SELECT key FROM "+s.name+" ORDER BY key LIMIT 5 FOR UPDATE")
+	require.NoError(t, err)
+	rows.Close()
+	require.NoError(t, rows.Err())
+
+	// Were the locked rows waited for, this would block until the timeout.
+	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	n, err := s.DeleteExpired(waitCtx, 100)
+	require.NoError(t, err)
+	assert.Equal(t, 15, n, "every expired row but the 5 locked ones")
+}
+
+func TestSweepersShareOneTable(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
+	s := newTestStore(t, WithLogger(logger))
+	fill(t, s, "k", 3000, 40)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var stopped []<-chan struct{}
+	for range 4 {
+		stopped = append(stopped, s.StartSweeper(ctx, 20*time.Millisecond))
+	}
+	// Claims go on while the sweepers run; new expired rows keep coming.
+	fill(t, s, "late", 200, 0)
+	require.Eventually(t, func() bool { return count(t, s) == 40 }, 30*time.Second, 50*time.Millisecond)
+	cancel()
+	for _, done := range stopped {
+		<-done
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, logs.String(), "no sweeper failed")
+}
+
+func TestStartSweeperRejectsNegativeInterval(t *testing.T) {
+	s := New(testPool(t))
+	assert.PanicsWithValue(t, "pgstore: StartSweeper expects interval >= 0",
+		func() { s.StartSweeper(context.Background(), -time.Second) })
+}
+
+// lockedWriter serialises writes from several sweepers' log lines.
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
