@@ -3,20 +3,166 @@
 // handler and its response is stored; every duplicate, on whichever process
 // it lands, gets that stored response replayed instead of running the
 // handler again.
+//
+// The rules, in the order the middleware applies them:
+//   - A request whose method is not protected (POST and PATCH by default)
+//     passes through untouched.
+//   - A request without a key passes through unprotected, or gets 400 when
+//     the key is required; a malformed key, or two key headers, get 400.
+//   - A body over the limit gets 413. The body is read whole, fingerprinted,
+//     and handed on to the handler intact.
+//   - The record is looked up under scope + method + route + key. A new key
+//     is claimed and the handler runs once; a completed key with the same
+//     fingerprint is replayed with Idempotent-Replayed: true; a key still in
+//     flight gets 409 with Retry-After (or, with WithWait, the request waits
+//     for the response); a key first used with a different fingerprint gets
+//     422; a store error gets 503 unless WithFailOpen is set.
+//
+// Every error response the middleware writes itself is
+// application/problem+json with one of the Problem* type URIs.
 package idempotency
 
 import (
+	"crypto/rand"
+	"errors"
+	"fmt"
 	"net/http"
+
+	"github.com/seed43327c4c/idempotency/httpx"
+	"github.com/seed43327c4c/idempotency/store"
 )
 
-// New returns the middleware. Misconfiguration panics here, never at
-// request time.
+// New returns the middleware. Its default store is an in-memory store that
+// protects one process only; pass WithStore for several. Misconfiguration
+// panics here, never at request time.
 func New(opts ...Option) func(http.Handler) http.Handler {
 	c := defaultConfig()
 	for _, opt := range opts {
 		opt(c)
 	}
-	return func(next http.Handler) http.Handler {
-		return next // TODO(core): replaced by the real middleware in this session
+	if c.store == nil {
+		c.store = store.NewMemory()
 	}
+	if c.errorHandler == nil {
+		logger := c.logger
+		c.errorHandler = func(r *http.Request, err error) {
+			logger.ErrorContext(r.Context(), "idempotency: store error",
+				"err", err, "method", r.Method, "path", r.URL.Path)
+		}
+	}
+	if c.fingerprint == nil {
+		c.fingerprint = Fingerprint
+	}
+	return func(next http.Handler) http.Handler {
+		return &middleware{config: c, next: next}
+	}
+}
+
+type middleware struct {
+	*config
+	next http.Handler
+}
+
+// request is one protected request on its way through the middleware.
+type request struct {
+	key         string // storage key: scope, method, route and client key
+	fingerprint string
+}
+
+func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !m.methods[r.Method] {
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	clientKey, err := httpx.ParseKey(r.Header)
+	switch {
+	case errors.Is(err, httpx.ErrKeyMissing):
+		if m.keyRequired {
+			httpx.WriteProblem(w, problemKeyMissing)
+			return
+		}
+		m.next.ServeHTTP(w, r)
+		return
+	case err != nil:
+		httpx.WriteProblem(w, problemKeyInvalid)
+		return
+	}
+
+	body, err := readBody(r, m.maxBodyBytes)
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		httpx.WriteProblem(w, problemBodyTooLarge)
+		return
+	case err != nil:
+		httpx.WriteProblem(w, problemBodyUnreadable)
+		return
+	}
+	r.Body = body
+	fingerprintBody := body.contents()
+	if m.canonicalJSON {
+		fingerprintBody = canonicalJSON(r, fingerprintBody)
+	}
+	var scope string
+	if m.scope != nil {
+		scope = m.scope(r)
+	}
+	req := request{
+		key:         storageKey(scope, r.Method, m.route(r), clientKey),
+		fingerprint: m.fingerprint(r, fingerprintBody),
+	}
+	m.claim(w, r, req)
+}
+
+// claim claims req's key and runs the handler, or answers from the record
+// that already holds the key.
+func (m *middleware) claim(w http.ResponseWriter, r *http.Request, req request) {
+	token := rand.Text()
+	rec, claimed, err := m.store.Claim(r.Context(), req.key, req.fingerprint, token, m.lease)
+	if err != nil {
+		m.storeFailed(w, r, fmt.Errorf("idempotency: claim: %w", err))
+		return
+	}
+	if claimed {
+		m.run(w, r, req, rec.Owner)
+		return
+	}
+	if m.answerFromRecord(w, req, rec) {
+		return
+	}
+	if m.wait > 0 {
+		m.waitForRecord(w, r, req, token)
+		return
+	}
+	writeRetryableProblem(w, problemKeyInFlight, m.retryAfter)
+}
+
+// answerFromRecord answers a request whose key is held by rec, unless rec
+// is in flight for the same request: a different fingerprint gets 422, a
+// completed record is replayed, an unreplayable one gets 409. It reports
+// whether it answered.
+func (m *middleware) answerFromRecord(w http.ResponseWriter, req request, rec store.Record) bool {
+	switch {
+	case rec.Fingerprint != req.fingerprint:
+		httpx.WriteProblem(w, problemKeyReused)
+	case rec.State == store.StateCompleted:
+		replay(w, rec.Response, m.replayHeaders)
+	case rec.State == store.StateUnreplayable:
+		httpx.WriteProblem(w, problemNotReplayable)
+	default:
+		return false
+	}
+	return true
+}
+
+// storeFailed answers a request whose claim the store could not decide:
+// 503, or with fail-open, the handler runs unprotected.
+func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
+	m.errorHandler(r, err)
+	if m.failOpen {
+		m.logger.WarnContext(r.Context(), "idempotency: store unavailable, running handler unprotected",
+			"method", r.Method, "path", r.URL.Path)
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	writeRetryableProblem(w, problemStoreUnavailable, m.retryAfter)
 }

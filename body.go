@@ -1,0 +1,66 @@
+package idempotency
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+)
+
+var errBodyTooLarge = errors.New("idempotency: request body too large")
+
+// bufferedBody is a request body read whole into memory, handed on to the
+// handler in place of the original.
+type bufferedBody struct {
+	bytes.Reader
+	data []byte
+}
+
+func (b *bufferedBody) Close() error { return nil }
+
+func (b *bufferedBody) contents() []byte { return b.data }
+
+// readBody reads r's whole body, at most limit bytes. A longer body, by its
+// Content-Length or by what arrives, is errBodyTooLarge.
+func readBody(r *http.Request, limit int64) (*bufferedBody, error) {
+	if r.ContentLength > limit {
+		return nil, errBodyTooLarge
+	}
+	var data []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		var err error
+		data, err = readAtMost(r.Body, r.ContentLength, limit)
+		if err != nil {
+			return nil, err
+		}
+	}
+	b := &bufferedBody{data: data}
+	b.Reset(data)
+	return b, nil
+}
+
+// readAtMost reads body to its end; if it holds more than limit bytes it
+// returns errBodyTooLarge. size, when known (>= 0), sizes the buffer so a
+// body of the announced length is read without growing it.
+func readAtMost(body io.Reader, size, limit int64) ([]byte, error) {
+	if size < 0 {
+		size = 512
+	}
+	buf := make([]byte, 0, min(size, limit)+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, errBodyTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}

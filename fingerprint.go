@@ -1,0 +1,82 @@
+package idempotency
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Fingerprint is the default request fingerprint: a SHA-256 hash of the
+// method, the path with its query, the Content-Type header and the body.
+// Two requests with the same key and different fingerprints are different
+// requests: the second gets 422.
+func Fingerprint(r *http.Request, body []byte) string {
+	return hashFields(body, r.Method, r.URL.RequestURI(), r.Header.Get("Content-Type"))
+}
+
+// storageKey is the key a record is stored under: scope, method, route and
+// the client's key, each length-prefixed so no two combinations collide,
+// hashed to a fixed-size string that is safe in any store.
+func storageKey(scope, method, route, clientKey string) string {
+	return hashFields(nil, scope, method, route, clientKey)
+}
+
+var hashBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// hashFields hashes the fields and then tail, each prefixed with its
+// length, and returns the hash in hex.
+func hashFields(tail []byte, fields ...string) string {
+	bufp := hashBuffers.Get().(*[]byte)
+	buf := (*bufp)[:0]
+	for _, f := range fields {
+		buf = binary.AppendUvarint(buf, uint64(len(f)))
+		buf = append(buf, f...)
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(tail)))
+	buf = append(buf, tail...)
+	sum := sha256.Sum256(buf)
+	*bufp = buf
+	hashBuffers.Put(bufp)
+	var text [2 * sha256.Size]byte
+	hex.Encode(text[:], sum[:])
+	return string(text[:])
+}
+
+// canonicalJSON returns body re-encoded with object keys sorted and
+// insignificant whitespace removed, when the request says it is JSON and the
+// body parses; otherwise it returns body unchanged. Numbers keep their
+// literal form.
+func canonicalJSON(r *http.Request, body []byte) []byte {
+	if !isJSON(r.Header.Get("Content-Type")) {
+		return body
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return body
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return body // trailing data: not one JSON value
+	}
+	canonical, err := json.Marshal(v)
+	if err != nil {
+		return body
+	}
+	return canonical
+}
+
+func isJSON(contentType string) bool {
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mediaType == "application/json" || strings.HasSuffix(mediaType, "+json")
+}

@@ -1,0 +1,153 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// paymentHandler is a handler under test: it counts its runs, echoes the
+// request body, and sets headers that are and are not replayable.
+type paymentHandler struct {
+	runs   atomic.Int64
+	status int
+	delay  time.Duration
+}
+
+func (h *paymentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := h.runs.Add(1)
+	body, _ := io.ReadAll(r.Body)
+	if h.delay > 0 {
+		time.Sleep(h.delay)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", "/payments/1")
+	w.Header().Set("Set-Cookie", "session=secret")
+	w.Header().Set("X-Run", string(rune('0'+n%10)))
+	status := h.status
+	if status == 0 {
+		status = http.StatusCreated
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// serve sends one request through h and returns the response.
+func serve(h http.Handler, method, target, key, body string, edit ...func(*http.Request)) *http.Response {
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		r.Header.Set("Idempotency-Key", key)
+	}
+	for _, e := range edit {
+		e(r)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Result()
+}
+
+func post(h http.Handler, key, body string, edit ...func(*http.Request)) *http.Response {
+	return serve(h, http.MethodPost, "/payments", key, body, edit...)
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	return string(b)
+}
+
+// requireProblem checks that resp is a problem+json response of the given
+// status and type.
+func requireProblem(t *testing.T, resp *http.Response, status int, problemType string) {
+	t.Helper()
+	require.Equal(t, status, resp.StatusCode)
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	require.Contains(t, readAll(t, resp), `"type":"`+problemType+`"`)
+}
+
+// flakyStore is a memory store that can be taken down: while down, every
+// call fails with errStoreDown, as an unreachable Redis or Postgres would.
+type flakyStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+var errStoreDown = errors.New("dial tcp 10.0.0.1:6379: connection refused (internal detail)")
+
+func newFlakyStore() *flakyStore { return &flakyStore{Store: store.NewMemory()} }
+
+func (s *flakyStore) Claim(ctx context.Context, key, fp, token string, lease time.Duration) (store.Record, bool, error) {
+	if s.down.Load() {
+		return store.Record{}, false, errStoreDown
+	}
+	return s.Store.Claim(ctx, key, fp, token, lease)
+}
+
+func (s *flakyStore) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
+	if s.down.Load() {
+		return errStoreDown
+	}
+	return s.Store.Renew(ctx, key, owner, lease)
+}
+
+func (s *flakyStore) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
+	if s.down.Load() {
+		return errStoreDown
+	}
+	return s.Store.Complete(ctx, key, owner, resp, retention)
+}
+
+func (s *flakyStore) Release(ctx context.Context, key string, owner store.Lease) error {
+	if s.down.Load() {
+		return errStoreDown
+	}
+	return s.Store.Release(ctx, key, owner)
+}
+
+// errorLog collects what the middleware reports to its error handler.
+type errorLog struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *errorLog) option() idempotency.Option {
+	return idempotency.WithErrorHandler(func(_ *http.Request, err error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.errs = append(l.errs, err)
+	})
+}
+
+func (l *errorLog) all() []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]error(nil), l.errs...)
+}
+
+// startFirst sends a first request through mw in the background and waits
+// until h is running it. The returned channel closes when it has finished.
+func startFirst(t *testing.T, mw http.Handler, h *paymentHandler, key, body string) <-chan struct{} {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		post(mw, key, body)
+	}()
+	require.Eventually(t, func() bool { return h.runs.Load() >= 1 }, time.Second, time.Millisecond)
+	return done
+}

@@ -1,0 +1,67 @@
+package idempotency
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/seed43327c4c/idempotency/httpx"
+)
+
+// Problem type URIs: the stable `type` of every problem+json response the
+// middleware writes itself. Clients may switch on them; they never change.
+const (
+	// ProblemKeyMissing: 400, the route requires an Idempotency-Key.
+	ProblemKeyMissing = "https://github.com/seed43327c4c/idempotency/problems/key-missing"
+	// ProblemKeyInvalid: 400, the Idempotency-Key is malformed or sent twice.
+	ProblemKeyInvalid = "https://github.com/seed43327c4c/idempotency/problems/key-invalid"
+	// ProblemBodyUnreadable: 400, the request body could not be read.
+	ProblemBodyUnreadable = "https://github.com/seed43327c4c/idempotency/problems/body-unreadable"
+	// ProblemBodyTooLarge: 413, the request body is over the limit.
+	ProblemBodyTooLarge = "https://github.com/seed43327c4c/idempotency/problems/body-too-large"
+	// ProblemKeyInFlight: 409 with Retry-After, a request with this key is
+	// still running.
+	ProblemKeyInFlight = "https://github.com/seed43327c4c/idempotency/problems/key-in-flight"
+	// ProblemNotReplayable: 409, a request with this key completed but its
+	// response could not be stored; it will not run again.
+	ProblemNotReplayable = "https://github.com/seed43327c4c/idempotency/problems/not-replayable"
+	// ProblemKeyReused: 422, the key was first used for a different request.
+	ProblemKeyReused = "https://github.com/seed43327c4c/idempotency/problems/key-reused"
+	// ProblemStoreUnavailable: 503 with Retry-After, the store could not be
+	// reached; the request did not run.
+	ProblemStoreUnavailable = "https://github.com/seed43327c4c/idempotency/problems/store-unavailable"
+)
+
+var (
+	problemKeyMissing = httpx.Problem{Type: ProblemKeyMissing, Status: http.StatusBadRequest,
+		Title: "This request requires an Idempotency-Key header"}
+	problemKeyInvalid = httpx.Problem{Type: ProblemKeyInvalid, Status: http.StatusBadRequest,
+		Title: "The Idempotency-Key header is invalid",
+		Detail: "Send exactly one Idempotency-Key header of 1 to 255 visible ASCII characters, " +
+			"bare or as a quoted string."}
+	problemBodyUnreadable = httpx.Problem{Type: ProblemBodyUnreadable, Status: http.StatusBadRequest,
+		Title: "The request body could not be read"}
+	problemBodyTooLarge = httpx.Problem{Type: ProblemBodyTooLarge, Status: http.StatusRequestEntityTooLarge,
+		Title: "The request body is too large"}
+	problemKeyInFlight = httpx.Problem{Type: ProblemKeyInFlight, Status: http.StatusConflict,
+		Title:  "A request with this Idempotency-Key is still being processed",
+		Detail: "Retry after the time given in the Retry-After header to get its response."}
+	problemNotReplayable = httpx.Problem{Type: ProblemNotReplayable, Status: http.StatusConflict,
+		Title:  "A request with this Idempotency-Key was already processed",
+		Detail: "Its response cannot be replayed, and the request will not run again."}
+	problemKeyReused = httpx.Problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity,
+		Title:  "This Idempotency-Key was already used for a different request",
+		Detail: "Use a new key for a new request."}
+	problemStoreUnavailable = httpx.Problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,
+		Title:  "The request cannot be processed safely right now",
+		Detail: "It was not processed. Retry it with the same Idempotency-Key."}
+)
+
+// writeRetryableProblem writes p with a Retry-After header in whole seconds,
+// rounded up.
+func writeRetryableProblem(w http.ResponseWriter, p httpx.Problem, after time.Duration) {
+	seconds := int64(math.Ceil(after.Seconds()))
+	w.Header().Set("Retry-After", strconv.FormatInt(max(seconds, 1), 10))
+	httpx.WriteProblem(w, p)
+}

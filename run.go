@@ -1,0 +1,102 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/seed43327c4c/idempotency/httpx"
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// run runs the handler for a request whose key this process has just
+// claimed under owner, renewing the lease while it runs, then records or
+// releases the key:
+//   - a panic, a request context that ended before the handler returned, a
+//     5xx, or a 408, 409, 425 or 429 releases the key so a retry may run;
+//     the panic is re-raised;
+//   - a hijacked or flushed response, or one over the response limit, marks
+//     the key done but not replayable;
+//   - any other response is stored for replay.
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, req request, owner store.Lease) {
+	rec := httpx.NewRecorder(w, m.maxResponseBytes)
+	renewal := m.startRenewal(r, req.key, owner)
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// The handler panicked: the deferred call runs while panicking.
+		renewal.stop()
+		m.release(r, req.key, owner)
+	}()
+	m.next.ServeHTTP(rec, r)
+	finished = true
+	renewal.stop()
+
+	switch {
+	case r.Context().Err() != nil:
+		m.release(r, req.key, owner)
+	case rec.Hijacked():
+		m.complete(r, req.key, owner, nil)
+	case !recordable(rec.Status()):
+		m.release(r, req.key, owner)
+	case !rec.Replayable():
+		m.complete(r, req.key, owner, nil)
+	default:
+		m.complete(r, req.key, owner, m.storedResponse(rec))
+	}
+}
+
+// recordable reports whether a response with status is stored for replay
+// rather than released for a retry. 0 means the handler wrote nothing, which
+// net/http sends as 200.
+func recordable(status int) bool {
+	switch {
+	case status == 0:
+		return true
+	case status >= 500:
+		return false
+	case status == http.StatusRequestTimeout, status == http.StatusConflict,
+		status == http.StatusTooEarly, status == http.StatusTooManyRequests:
+		return false
+	default:
+		return true
+	}
+}
+
+// storedResponse is the replayable part of what the handler wrote: status,
+// allow-listed headers and body.
+func (m *middleware) storedResponse(rec *httpx.Recorder) *store.Response {
+	status, header := rec.Status(), rec.HeaderSnapshot()
+	if status == 0 {
+		// Nothing written: net/http sends 200 with the headers as they are.
+		status, header = http.StatusOK, rec.Header().Clone()
+	}
+	keepAllowed(header, m.replayHeaders)
+	return &store.Response{Status: status, Header: header, Body: rec.Body()}
+}
+
+// complete records the finished request: resp for replay, or nil for done
+// but not replayable. It runs even if the client has gone away.
+func (m *middleware) complete(r *http.Request, key string, owner store.Lease, resp *store.Response) {
+	if err := m.store.Complete(detached(r), key, owner, resp, m.retention); err != nil {
+		m.errorHandler(r, fmt.Errorf("idempotency: complete: %w", err))
+	}
+}
+
+// release deletes the claim, if still ours, so a retry may run.
+func (m *middleware) release(r *http.Request, key string, owner store.Lease) {
+	err := m.store.Release(detached(r), key, owner)
+	if err != nil && !errors.Is(err, store.ErrNotOwner) {
+		m.errorHandler(r, fmt.Errorf("idempotency: release: %w", err))
+	}
+}
+
+// detached returns a context for recording the outcome of r: it keeps r's
+// values but not its cancellation, so a client that goes away cannot leave
+// its key claimed. The store client's own timeouts bound the call.
+func detached(r *http.Request) context.Context {
+	return context.WithoutCancel(r.Context())
+}

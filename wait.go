@@ -1,0 +1,49 @@
+package idempotency
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Polling bounds for a request waiting on an in-flight key (WithWait).
+const (
+	firstPoll = 10 * time.Millisecond
+	maxPoll   = 250 * time.Millisecond
+)
+
+// waitForRecord polls the key of a request whose duplicate is in flight
+// until it completes (replay), is released or lapses (this request claims
+// it and runs), or the wait times out (409). The request's own context
+// ending stops the wait without a response.
+func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, req request, token string) {
+	deadline := time.Now().Add(m.wait)
+	poll := min(firstPoll, m.wait)
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-timer.C:
+		}
+		rec, claimed, err := m.store.Claim(r.Context(), req.key, req.fingerprint, token, m.lease)
+		switch {
+		case err != nil:
+			m.storeFailed(w, r, fmt.Errorf("idempotency: claim while waiting: %w", err))
+			return
+		case claimed:
+			m.run(w, r, req, rec.Owner)
+			return
+		case m.answerFromRecord(w, req, rec):
+			return
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			writeRetryableProblem(w, problemKeyInFlight, m.retryAfter)
+			return
+		}
+		poll = min(2*poll, maxPoll, left)
+		timer.Reset(poll)
+	}
+}
