@@ -50,6 +50,7 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 				"err", err, "method", r.Method, "path", r.URL.Path)
 		}
 	}
+	c.txStore, _ = c.store.(store.TxStore)
 	if c.fingerprint == nil {
 		c.fingerprint = Fingerprint
 	}
@@ -114,19 +115,11 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // claim claims req's key and runs the handler, or answers from the record
-// that already holds the key.
+// that already holds the key: a replay, a 422, or for a key in flight, a 409
+// or a wait.
 func (m *middleware) claim(w http.ResponseWriter, r *http.Request, req request) {
 	token := rand.Text()
-	rec, claimed, err := m.store.Claim(r.Context(), req.key, req.fingerprint, token, m.lease)
-	if err != nil {
-		m.storeFailed(w, r, fmt.Errorf("idempotency: claim: %w", err))
-		return
-	}
-	if claimed {
-		m.run(w, r, req, rec.Owner)
-		return
-	}
-	if m.answerFromRecord(w, req, rec) {
+	if m.tryClaim(w, r, req, token) {
 		return
 	}
 	if m.wait > 0 {
@@ -134,6 +127,26 @@ func (m *middleware) claim(w http.ResponseWriter, r *http.Request, req request) 
 		return
 	}
 	writeRetryableProblem(w, problemKeyInFlight, m.retryAfter)
+}
+
+// tryClaim makes one attempt at req's key: it runs the handler if it
+// claims the key, or answers from the record holding it. It reports false,
+// having written nothing, when the key is in flight for the same request.
+func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, req request, token string) bool {
+	if m.txStore != nil {
+		return m.tryClaimInTx(w, r, req, token)
+	}
+	rec, claimed, err := m.store.Claim(r.Context(), req.key, req.fingerprint, token, m.lease)
+	switch {
+	case err != nil:
+		m.storeFailed(w, r, fmt.Errorf("idempotency: claim: %w", err))
+		return true
+	case claimed:
+		m.run(w, r, req, rec.Owner)
+		return true
+	default:
+		return m.answerFromRecord(w, req, rec)
+	}
 }
 
 // answerFromRecord answers a request whose key is held by rec, unless rec

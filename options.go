@@ -14,6 +14,7 @@ type Option func(*config)
 
 type config struct {
 	store            store.Store
+	txStore          store.TxStore // store, if it can claim in a transaction
 	methods          map[string]bool
 	keyRequired      bool
 	scope            func(*http.Request) string

@@ -1,7 +1,6 @@
 package idempotency
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 )
@@ -27,15 +26,7 @@ func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, req r
 			return
 		case <-timer.C:
 		}
-		rec, claimed, err := m.store.Claim(r.Context(), req.key, req.fingerprint, token, m.lease)
-		switch {
-		case err != nil:
-			m.storeFailed(w, r, fmt.Errorf("idempotency: claim while waiting: %w", err))
-			return
-		case claimed:
-			m.run(w, r, req, rec.Owner)
-			return
-		case m.answerFromRecord(w, req, rec):
+		if m.tryClaim(w, r, req, token) {
 			return
 		}
 		left := time.Until(deadline)

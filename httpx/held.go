@@ -1,0 +1,79 @@
+package httpx
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+)
+
+// Held is an http.ResponseWriter that holds back the whole response (status,
+// headers and body) until Send writes it to the client, or Discard throws it
+// away. The middleware uses it when the response may be sent only after the
+// handler's work has been committed.
+//
+// The handler starts from a copy of the headers already set on the wrapped
+// writer. Flush is a no-op (nothing can reach the client early) and Hijack
+// is not supported. Unwrap returns the wrapped writer, so
+// http.ResponseController still reaches its deadlines.
+type Held struct {
+	w      http.ResponseWriter
+	header http.Header
+	status int
+	body   []byte
+}
+
+// NewHeld returns a Held response for w.
+func NewHeld(w http.ResponseWriter) *Held {
+	return &Held{w: w, header: w.Header().Clone()}
+}
+
+// Header returns the held header map.
+func (h *Held) Header() http.Header { return h.header }
+
+// WriteHeader holds code as the status; only the first call counts, and
+// 1xx codes are dropped.
+func (h *Held) WriteHeader(code int) {
+	if h.status == 0 && code >= 200 {
+		h.status = code
+	}
+}
+
+// Write holds p as part of the body, implying the status 200.
+func (h *Held) Write(p []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	h.body = append(h.body, p...)
+	return len(p), nil
+}
+
+// Flush does nothing: a held response cannot reach the client early.
+func (h *Held) Flush() {}
+
+// FlushError does nothing and returns nil, as Flush.
+func (h *Held) FlushError() error { return nil }
+
+// Hijack is not supported on a held response.
+func (h *Held) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return nil, nil, fmt.Errorf("httpx: hijack of a held response: %w", http.ErrNotSupported)
+}
+
+// Unwrap returns the wrapped writer, for http.ResponseController.
+func (h *Held) Unwrap() http.ResponseWriter { return h.w }
+
+// Status returns the held status: 200 if the handler wrote nothing.
+func (h *Held) Status() int { return max(h.status, http.StatusOK) }
+
+// Body returns the held body.
+func (h *Held) Body() []byte { return h.body }
+
+// Send writes the held response to the wrapped writer: the headers replace
+// those set on it, then the status (200 if none was written) and the body.
+func (h *Held) Send() {
+	dst := h.w.Header()
+	clear(dst)
+	for name, values := range h.header {
+		dst[name] = values
+	}
+	h.w.WriteHeader(h.Status())
+	_, _ = h.w.Write(h.body)
+}

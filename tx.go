@@ -1,0 +1,76 @@
+package idempotency
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/seed43327c4c/idempotency/httpx"
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// tryClaimInTx is tryClaim for a store that claims inside a transaction the
+// handler joins (store.TxStore).
+func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, req request, token string) bool {
+	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), req.key, req.fingerprint, token)
+	switch {
+	case err != nil:
+		m.storeFailed(w, r, fmt.Errorf("idempotency: claim in transaction: %w", err))
+		return true
+	case tx != nil:
+		m.runInTx(w, r.WithContext(txCtx), tx)
+		return true
+	default:
+		return m.answerFromRecord(w, req, rec)
+	}
+}
+
+// runInTx runs the handler inside the claim's transaction and holds its
+// response back until the outcome is decided:
+//   - a panic, a request context that ended before the handler returned, a
+//     5xx, or a 408, 409, 425 or 429 rolls the transaction back (the
+//     handler's writes and the claim together); the response, if the
+//     client is still there, is sent as written, and a panic is re-raised;
+//   - otherwise the response is stored (or, over the response limit, the
+//     key marked done but not replayable) and the transaction committed;
+//     only then is the response sent. If the commit fails, the client gets
+//     503 instead and may retry with the same key.
+func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx) {
+	held := httpx.NewHeld(w)
+	finished := false
+	defer func() {
+		if !finished { // the handler panicked
+			m.rollback(r, tx)
+		}
+	}()
+	m.next.ServeHTTP(held, r)
+	finished = true
+
+	switch {
+	case r.Context().Err() != nil:
+		m.rollback(r, tx)
+		return
+	case !recordable(held.Status()):
+		m.rollback(r, tx)
+		held.Send()
+		return
+	}
+	var resp *store.Response
+	if len(held.Body()) <= m.maxResponseBytes {
+		header := held.Header().Clone()
+		keepAllowed(header, m.replayHeaders)
+		resp = &store.Response{Status: held.Status(), Header: header, Body: held.Body()}
+	}
+	if err := tx.Commit(detached(r), resp, m.retention); err != nil {
+		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))
+		writeRetryableProblem(w, problemStoreUnavailable, m.retryAfter)
+		return
+	}
+	held.Send()
+}
+
+// rollback abandons the transaction of a request that must not be recorded.
+func (m *middleware) rollback(r *http.Request, tx store.Tx) {
+	if err := tx.Rollback(detached(r)); err != nil {
+		m.errorHandler(r, fmt.Errorf("idempotency: rollback: %w", err))
+	}
+}
