@@ -1,0 +1,104 @@
+package redisstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	redisstore "github.com/seed43327c4c/idempotency/store_redis"
+)
+
+// server is one Redis deployment the tests run against.
+type server struct {
+	name   string
+	client func(t *testing.T) redis.UniversalClient
+}
+
+// servers are the deployments tests run against: standalone Redis from
+// REDIS_URL and a Redis Cluster from REDIS_CLUSTER_ADDRS.
+var servers = []server{
+	{"standalone", standalone},
+	{"cluster", cluster},
+}
+
+// forEachServer runs test once per deployment, as a subtest named after it.
+func forEachServer(t *testing.T, test func(t *testing.T, client redis.UniversalClient)) {
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) { test(t, srv.client(t)) })
+	}
+}
+
+// standalone returns a client for REDIS_URL. It skips the test when the
+// variable is unset and fails it when the server does not answer.
+func standalone(t *testing.T) redis.UniversalClient {
+	t.Helper()
+	url := os.Getenv("REDIS_URL")
+	if url == "" {
+		t.Skip("REDIS_URL is not set; set it (e.g. redis://127.0.0.1:6379/0) to run the Redis store tests")
+	}
+	opts, err := redis.ParseURL(url)
+	require.NoError(t, err, "REDIS_URL")
+	opts.PoolSize = 64
+	return reachable(t, redis.NewClient(opts), "REDIS_URL="+url)
+}
+
+// cluster returns a client for the Redis Cluster whose nodes
+// REDIS_CLUSTER_ADDRS lists. It skips the test when the variable is unset
+// and fails it when the cluster does not answer.
+func cluster(t *testing.T) redis.UniversalClient {
+	t.Helper()
+	addrs := os.Getenv("REDIS_CLUSTER_ADDRS")
+	if addrs == "" {
+		t.Skip("REDIS_CLUSTER_ADDRS is not set; set it (e.g. 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002) to run the Redis Cluster tests")
+	}
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ","), PoolSize: 64})
+	return reachable(t, client, "REDIS_CLUSTER_ADDRS="+addrs)
+}
+
+// reachable fails the test unless client's server answers a PING, and
+// closes the client when the test ends.
+func reachable(t *testing.T, client redis.UniversalClient, what string) redis.UniversalClient {
+	t.Helper()
+	t.Cleanup(func() { _ = client.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, client.Ping(ctx).Err(), "%s is set but the server does not answer", what)
+	return client
+}
+
+// newStore returns a store on client with a prefix of its own, and deletes
+// every key under that prefix when the test ends.
+func newStore(t *testing.T, client redis.UniversalClient, opts ...redisstore.Option) (*redisstore.Store, string) {
+	t.Helper()
+	prefix := "redisstore-test:" + rand.Text() + ":"
+	t.Cleanup(func() {
+		require.NoError(t, forEachNode(context.Background(), client, func(ctx context.Context, node *redis.Client) error {
+			keys, err := node.Keys(ctx, prefix+"*").Result()
+			if err != nil || len(keys) == 0 {
+				return err
+			}
+			for _, key := range keys {
+				if err := node.Del(ctx, key).Err(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}), "deleting the test's keys")
+	})
+	return redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...), prefix
+}
+
+// forEachNode calls fn with each master of a Cluster, or with the one
+// server of a standalone client.
+func forEachNode(ctx context.Context, client redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+	if c, ok := client.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, fn)
+	}
+	return fn(ctx, client.(*redis.Client))
+}

@@ -1,0 +1,35 @@
+package redisstore
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Each operation is one Lua script, run with EVALSHA (and EVAL once, the
+// first time a server has not seen it). Every script touches only the two
+// keys of one record, which share a hash tag and so a Cluster slot. The
+// .lua files document their KEYS, ARGV and replies.
+var (
+	//go:embed claim.lua
+	claimLua string
+	//go:embed owner.lua
+	ownerLua string
+	//go:embed renew.lua
+	renewLua string
+	//go:embed complete.lua
+	completeLua string
+	//go:embed release.lua
+	releaseLua string
+
+	// claimScript replies {1, fence} when it claimed the key, or the
+	// existing record: {0, state, fingerprint, fence, ms left[, status,
+	// header, body]}.
+	claimScript = redis.NewScript(claimLua)
+	// renewScript, completeScript and releaseScript open with the owner
+	// guard and reply 1 when done, nil when the caller does not hold the
+	// key.
+	renewScript    = redis.NewScript(ownerLua + renewLua)
+	completeScript = redis.NewScript(ownerLua + completeLua)
+	releaseScript  = redis.NewScript(ownerLua + releaseLua)
+)

@@ -1,0 +1,209 @@
+// Package redisstore keeps idempotency records in Redis, so that every
+// process sharing one Redis (standalone, Sentinel or Cluster) shares one
+// record per key.
+//
+// Each Store method is one round trip: a Lua script that reads and writes
+// the key's record atomically. Leases and retention are Redis key expiries,
+// so they run on the Redis server's clock. A record lives in two keys that
+// share a hash tag, and so a Cluster slot:
+//
+//	<prefix>{<key>}        hash: state, fingerprint, token, fence, status, header, body
+//	<prefix>{<key>}:lease  the owner's token, expiring with the lease
+//
+// Braces and percent signs in a key are percent-escaped inside the tag, and
+// the empty key is tagged "%", so no key can escape its tag or collide with
+// another.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Store is a store.Store on a caller's go-redis client. It is safe for
+// concurrent use by many goroutines and many processes.
+type Store struct {
+	client    redis.UniversalClient
+	prefix    string
+	abandoned time.Duration
+}
+
+// Option configures a Store built by New.
+type Option func(*Store)
+
+// WithPrefix sets the text that starts every key the store writes, so that
+// several applications or environments can share one Redis. It must not
+// contain '{' or '}', which would break the hash tag. Defaults to
+// "idempotency:".
+func WithPrefix(prefix string) Option {
+	if strings.ContainsAny(prefix, "{}") {
+		panic("redisstore: WithPrefix expects a prefix without '{' or '}'")
+	}
+	return func(s *Store) { s.prefix = prefix }
+}
+
+// WithAbandonedRetention sets how long an in-flight record outlives its
+// lease when its owner never completes or releases it (the process died).
+// Until then, the request that takes the key over gets a fencing number
+// higher than the dead owner's; after it, the key is forgotten and starts
+// again at fencing number 1. Defaults to 24 hours.
+func WithAbandonedRetention(d time.Duration) Option {
+	if d <= 0 {
+		panic("redisstore: WithAbandonedRetention expects d > 0")
+	}
+	return func(s *Store) { s.abandoned = d }
+}
+
+// New returns a store that keeps its records through client, which may be a
+// *redis.Client, a Sentinel *redis.Client or a *redis.ClusterClient. New
+// never dials: the first method call uses the client's pool. The server's
+// maxmemory-policy must not evict these keys; see the README.
+func New(client redis.UniversalClient, opts ...Option) *Store {
+	if client == nil {
+		panic("redisstore: New expects a non-nil client")
+	}
+	s := &Store{client: client, prefix: "idempotency:", abandoned: 24 * time.Hour}
+	for _, opt := range opts {
+		opt(s)
+	}
+	return s
+}
+
+var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+// keys returns the record and lease keys of key. An empty hash tag would
+// make Redis hash each whole key to its own slot, so the empty key gets
+// the tag "%", which no escaped key can equal.
+func (s *Store) keys(key string) []string {
+	tag := "%"
+	if key != "" {
+		tag = tagEscaper.Replace(key)
+	}
+	record := s.prefix + "{" + tag + "}"
+	return []string{record, record + ":lease"}
+}
+
+// Claim implements store.Store. Its record holds lease on the Redis clock;
+// an in-flight record whose owner vanished is kept for the abandoned
+// retention after that, so a takeover gets a higher fencing number.
+func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
+	v, err := claimScript.Run(ctx, s.client, s.keys(key),
+		fingerprint, token, millis(lease), millis(lease+s.abandoned)).Slice()
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	r := &reply{v: v}
+	if r.int(0) == 1 {
+		rec := store.Record{
+			State:       store.StateInFlight,
+			Fingerprint: fingerprint,
+			Owner:       store.Lease{Token: token, Fence: r.int(1)},
+			TTL:         lease,
+		}
+		return rec, true, r.err("claim")
+	}
+	rec := store.Record{
+		State:       store.State(r.int(1)),
+		Fingerprint: r.str(2),
+		Owner:       store.Lease{Fence: r.int(3)},
+		TTL:         time.Duration(r.int(4)) * time.Millisecond,
+	}
+	if rec.State == store.StateCompleted {
+		status, err := strconv.Atoi(r.str(5))
+		header, herr := decodeHeader([]byte(r.str(6)))
+		if err = errors.Join(err, herr); err != nil {
+			return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
+		}
+		rec.Response = &store.Response{Status: status, Header: header, Body: []byte(r.str(7))}
+	}
+	return rec, false, r.err("claim")
+}
+
+// Renew implements store.Store. The lease is reset to lease from now on
+// the Redis clock.
+func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
+	err := renewScript.Run(ctx, s.client, s.keys(key),
+		owner.Token, owner.Fence, millis(lease), millis(lease+s.abandoned)).Err()
+	return ownerErr("renew", err)
+}
+
+// Complete implements store.Store. The record expires retention from now on
+// the Redis clock.
+func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
+	state, status, header, body := store.StateUnreplayable, 0, []byte(nil), []byte(nil)
+	if resp != nil {
+		state, status, header, body = store.StateCompleted, resp.Status, encodeHeader(resp.Header), resp.Body
+	}
+	err := completeScript.Run(ctx, s.client, s.keys(key),
+		owner.Token, owner.Fence, millis(retention), int(state), status, header, body).Err()
+	return ownerErr("complete", err)
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
+	err := releaseScript.Run(ctx, s.client, s.keys(key), owner.Token, owner.Fence).Err()
+	return ownerErr("release", err)
+}
+
+// ownerErr translates the reply of an owner-guarded script: nil means the
+// guard refused the caller.
+func ownerErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, redis.Nil):
+		return store.ErrNotOwner
+	default:
+		return fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+}
+
+// reply reads a script's array reply. An element that is missing or of an
+// unexpected type reads as zero and makes err report the reply as
+// malformed.
+type reply struct {
+	v   []any
+	bad bool
+}
+
+func (r *reply) int(i int) int64 {
+	n, ok := r.at(i).(int64)
+	r.bad = r.bad || !ok
+	return n
+}
+
+func (r *reply) str(i int) string {
+	s, ok := r.at(i).(string)
+	r.bad = r.bad || !ok
+	return s
+}
+
+func (r *reply) at(i int) any {
+	if i < len(r.v) {
+		return r.v[i]
+	}
+	return nil
+}
+
+func (r *reply) err(op string) error {
+	if r.bad {
+		return fmt.Errorf("redisstore: %s: malformed reply %v", op, r.v)
+	}
+	return nil
+}
+
+// millis rounds d up to whole milliseconds, at least 1, as PX and PEXPIRE
+// take them.
+func millis(d time.Duration) int64 {
+	return max(1, int64((d+time.Millisecond-1)/time.Millisecond))
+}
