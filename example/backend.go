@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// payment is one payment in the ledger, as the API shows it.
+type payment struct {
+	ID       string `json:"id"`
+	Amount   int    `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// ledger keeps the payments the service has made. With a shared store it
+// lives in that same backend, so every worker process sees every payment.
+type ledger interface {
+	// Create records a new payment under an id from newPaymentID, unique
+	// across processes, and returns it.
+	Create(ctx context.Context, amount int, currency string) (payment, error)
+	// List returns every payment in the ledger; an empty ledger gives an
+	// empty slice.
+	List(ctx context.Context) ([]payment, error)
+}
+
+// opener opens one -store backend. It returns the idempotency store (nil
+// means the middleware's default, the in-memory store), the ledger, and a
+// function that releases what it opened. Each backend's opener lives in its
+// own file, backend_<name>.go.
+type opener func(ctx context.Context, cfg config) (store.Store, ledger, func(), error)
+
+// openers maps each -store name to its opener.
+var openers = map[string]opener{
+	"memory":   openMemory,
+	"redis":    openRedis,
+	"postgres": openPostgres,
+}

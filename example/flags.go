@@ -1,0 +1,59 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+)
+
+// config is the command line, parsed and checked.
+type config struct {
+	addr        string
+	store       string
+	redisURL    string
+	databaseURL string
+	delay       time.Duration
+	workers     int
+	lease       time.Duration
+}
+
+// parseFlags reads the command line. getenv supplies the defaults of
+// -redis-url and -database-url. It refuses combinations that cannot work,
+// such as the memory store shared by several worker processes.
+func parseFlags(args []string, getenv func(string) string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("example", flag.ContinueOnError)
+	fs.StringVar(&c.addr, "addr", ":8080", "address to listen on")
+	fs.StringVar(&c.store, "store", "memory", "where idempotency records and payments are kept: memory, redis or postgres")
+	fs.StringVar(&c.redisURL, "redis-url", getenv("REDIS_URL"), "Redis URL for -store redis (default $REDIS_URL)")
+	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL for -store postgres (default $DATABASE_URL)")
+	fs.DurationVar(&c.delay, "delay", 0, "extra time each payment takes after it is recorded, such as a slow receipt call")
+	fs.IntVar(&c.workers, "workers", 1, "number of worker processes sharing the port through SO_REUSEPORT (Linux only above 1)")
+	fs.DurationVar(&c.lease, "lease", 30*time.Second, "how long a claim holds a key before another worker may take it over if its owner died")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if _, ok := openers[c.store]; !ok {
+		return config{}, fmt.Errorf("-store %q: want memory, redis or postgres", c.store)
+	}
+	if c.delay < 0 || c.lease <= 0 {
+		return config{}, fmt.Errorf("-delay must be 0 or more and -lease above 0")
+	}
+	if c.workers < 1 {
+		return config{}, fmt.Errorf("-workers %d: want 1 or more", c.workers)
+	}
+	if c.workers > 1 && c.store == "memory" {
+		return config{}, fmt.Errorf("-store memory cannot be used with -workers %d: the memory store "+
+			"keeps its records inside one process, so a duplicate that reaches another worker would "+
+			"run again; use -store redis or -store postgres to share keys between workers, "+
+			"or run one worker", c.workers)
+	}
+	if c.workers > 1 && !sharedPorts {
+		return config{}, fmt.Errorf("-workers %d needs SO_REUSEPORT, which this example supports on "+
+			"Linux only (and not on MIPS or SPARC); run one worker", c.workers)
+	}
+	return c, nil
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/seed43327c4c/idempotency/httpx"
+)
+
+// paymentRequest is the body of POST /payments.
+type paymentRequest struct {
+	Amount   int    `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// createPayment records a payment, waits a.delay (a slow receipt call, say),
+// then answers 201 with the payment and its Location. Run twice, it would
+// charge twice: the idempotency middleware in front of it makes sure it
+// runs once per key.
+func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
+	var req paymentRequest
+	if err := decodeJSON(r, &req); err != nil {
+		badRequest(w, `the body must be a JSON object {"amount": int, "currency": string}`)
+		return
+	}
+	if req.Amount <= 0 {
+		badRequest(w, "amount must be a positive integer")
+		return
+	}
+	if !isCurrency(req.Currency) {
+		badRequest(w, "currency must be three letters, such as EUR")
+		return
+	}
+	p, err := a.ledger.Create(r.Context(), req.Amount, strings.ToUpper(req.Currency))
+	if err != nil {
+		a.log.Error("recording a payment failed", "err", err)
+		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusInternalServerError,
+			Detail: "the payment could not be recorded; retry with the same Idempotency-Key"})
+		return
+	}
+	time.Sleep(a.delay)
+	w.Header().Set("Location", "/payments/"+p.ID)
+	writeJSON(w, http.StatusCreated, p)
+}
+
+// listPayments answers 200 with every payment in the ledger, a JSON array.
+func (a *api) listPayments(w http.ResponseWriter, r *http.Request) {
+	if payments, ok := a.payments(w, r); ok {
+		writeJSON(w, http.StatusOK, payments)
+	}
+}
+
+// getPayment answers 200 with the payment named in the path, or 404.
+func (a *api) getPayment(w http.ResponseWriter, r *http.Request) {
+	payments, ok := a.payments(w, r)
+	if !ok {
+		return
+	}
+	id := chi.URLParam(r, "id")
+	for _, p := range payments {
+		if p.ID == id {
+			writeJSON(w, http.StatusOK, p)
+			return
+		}
+	}
+	httpx.WriteProblem(w, httpx.Problem{Status: http.StatusNotFound, Detail: "no payment has this id"})
+}
+
+// payments returns every payment in the ledger, or answers 500 and returns
+// false if the ledger cannot be read.
+func (a *api) payments(w http.ResponseWriter, r *http.Request) ([]payment, bool) {
+	payments, err := a.ledger.List(r.Context())
+	if err != nil {
+		a.log.Error("listing payments failed", "err", err)
+		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusInternalServerError})
+		return nil, false
+	}
+	return payments, true
+}
+
+// isCurrency reports whether s is three ASCII letters.
+func isCurrency(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') {
+			return false
+		}
+	}
+	return true
+}

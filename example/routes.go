@@ -1,0 +1,63 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// api holds what the handlers need.
+type api struct {
+	ledger ledger
+	delay  time.Duration
+	log    *slog.Logger
+}
+
+// routes returns the service's router. The POST routes go through idem,
+// the idempotency middleware; reads need no protection.
+func (a *api) routes(idem func(http.Handler) http.Handler) http.Handler {
+	r := chi.NewRouter()
+	r.Use(workerPid)
+	r.Get("/payments", a.listPayments)
+	r.Get("/payments/{id}", a.getPayment)
+	r.Group(func(r chi.Router) {
+		r.Use(idem)
+		r.Post("/payments", a.createPayment)
+		r.Post("/emails", a.sendEmail)
+	})
+	return r
+}
+
+// newMiddleware builds the idempotency middleware: the key is required, and
+// records go to st, or to the middleware's default in-memory store when st
+// is nil.
+func newMiddleware(st store.Store, lease time.Duration, logger *slog.Logger) func(http.Handler) http.Handler {
+	opts := []idempotency.Option{
+		idempotency.WithKeyRequired(),
+		idempotency.WithLease(lease),
+		idempotency.WithLogger(logger),
+	}
+	if st != nil {
+		opts = append(opts, idempotency.WithStore(st))
+	}
+	return idempotency.New(opts...)
+}
+
+// pid is this process's id, as the X-Worker-Pid header shows it.
+var pid = strconv.Itoa(os.Getpid())
+
+// workerPid adds X-Worker-Pid to every response, replays and conflicts
+// included, so that a client can tell which worker process answered.
+func workerPid(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Worker-Pid", pid)
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// shutdownTimeout is how long a stopping worker waits for the requests in
+// progress to finish before it closes their connections.
+const shutdownTimeout = 15 * time.Second
+
+// serve runs one worker: it opens the backend, listens on cfg.addr (shared
+// with the other workers when there are several), and serves until ctx
+// ends, then shuts down gracefully.
+func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
+	st, led, closeBackend, err := openers[cfg.store](ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+	var ln net.Listener
+	if cfg.workers > 1 {
+		ln, err = listenShared(ctx, cfg.addr)
+	} else {
+		ln, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.addr)
+	}
+	if err != nil {
+		return err
+	}
+	a := &api{ledger: led, delay: cfg.delay, log: logger}
+	srv := &http.Server{
+		Handler:           a.routes(newMiddleware(st, cfg.lease, logger)),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	logger.Info("worker started", "pid", os.Getpid(), "addr", ln.Addr().String(), "store", cfg.store)
+
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("worker stopping", "pid", os.Getpid())
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	return nil
+}
