@@ -16,35 +16,46 @@ import (
 var (
 	poolOnce sync.Once
 	pool     *pgxpool.Pool
-	poolErr  error
 )
 
-// testPool returns a pool shared by the package's tests. Without
-// DATABASE_URL the test is skipped; with DATABASE_URL set and the server
-// unreachable it fails.
-func testPool(t testing.TB) *pgxpool.Pool {
+// testConfig returns the pool configuration DATABASE_URL names, or skips
+// the test when it is not set.
+func testConfig(t testing.TB) *pgxpool.Config {
 	t.Helper()
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
 		t.Skip("pgstore: DATABASE_URL is not set; set it to run the Postgres store tests, " +
 			"e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 	}
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err, "pgstore: DATABASE_URL")
+	return cfg
+}
+
+// connect returns a pool for cfg that has reached the server, or fails the
+// test: DATABASE_URL is set, so an unreachable server is an error.
+func connect(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Ping(ctx); err != nil {
+		p.Close()
+		require.NoError(t, err, "pgstore: DATABASE_URL is set but Postgres cannot be reached")
+	}
+	return p
+}
+
+// testPool returns a pool of 20 connections shared by the package's tests.
+func testPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	cfg := testConfig(t)
 	poolOnce.Do(func() {
-		cfg, err := pgxpool.ParseConfig(url)
-		if err != nil {
-			poolErr = err
-			return
-		}
 		cfg.MaxConns = 20
-		pool, poolErr = pgxpool.NewWithConfig(context.Background(), cfg)
-		if poolErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		poolErr = pool.Ping(ctx)
+		pool = connect(t, cfg)
 	})
-	require.NoError(t, poolErr, "pgstore: DATABASE_URL is set but Postgres cannot be reached")
+	require.NotNil(t, pool, "pgstore: DATABASE_URL is set but Postgres cannot be reached")
 	return pool
 }
 

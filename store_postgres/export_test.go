@@ -1,0 +1,11 @@
+package pgstore
+
+// Test helpers for the external test package pgstore_test.
+var (
+	TestConfig = testConfig
+	Connect    = connect
+	TestTable  = testTable
+)
+
+// DropTable drops s's table.
+var DropTable = dropTable
