@@ -1,12 +1,253 @@
 package store_test
 
 import (
+	"fmt"
+	"math"
+	"net/http"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
+const (
+	lease     = time.Minute
+	retention = time.Hour
+	short     = 100 * time.Millisecond
+	pastShort = 300 * time.Millisecond
+)
+
 func TestMemoryConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) store.Store { return store.NewMemory() })
+}
+
+// claim claims key on m with a fresh token and requires no error.
+func claim(t *testing.T, m *store.Memory, key string, d time.Duration) (store.Record, bool) {
+	t.Helper()
+	rec, ok, err := m.Claim(t.Context(), key, "fp-"+key, fmt.Sprint("token-", time.Now().UnixNano()), d)
+	require.NoError(t, err)
+	return rec, ok
+}
+
+// mustClaim claims key on m, requires the claim to win, and returns the lease.
+func mustClaim(t *testing.T, m *store.Memory, key string, d time.Duration) store.Lease {
+	t.Helper()
+	rec, ok := claim(t, m, key, d)
+	require.True(t, ok, "claim on %q must win", key)
+	return rec.Owner
+}
+
+// requireFull requires a claim on the new key to fail with ErrFull.
+func requireFull(t *testing.T, m *store.Memory, key string) {
+	t.Helper()
+	_, ok, err := m.Claim(t.Context(), key, "fp", "token", lease)
+	require.ErrorIs(t, err, store.ErrFull)
+	require.False(t, ok)
+}
+
+func TestMemoryFencing(t *testing.T) {
+	t.Parallel()
+	m := store.NewMemory()
+	ctx := t.Context()
+
+	first := mustClaim(t, m, "k", short)
+	require.Equal(t, int64(1), first.Fence, "a new key starts at 1")
+	time.Sleep(pastShort)
+	second := mustClaim(t, m, "k", short)
+	require.Equal(t, int64(2), second.Fence, "a takeover is the previous fence + 1")
+	time.Sleep(pastShort)
+	third := mustClaim(t, m, "k", lease)
+	require.Equal(t, int64(3), third.Fence)
+
+	require.NoError(t, m.Complete(ctx, "k", third, nil, short))
+	time.Sleep(pastShort)
+	fourth := mustClaim(t, m, "k", lease)
+	require.Equal(t, int64(4), fourth.Fence, "an expired completed record not yet swept is taken over in place")
+
+	require.NoError(t, m.Release(ctx, "k", fourth))
+	require.Equal(t, int64(1), mustClaim(t, m, "k", lease).Fence, "a released key is new again")
+}
+
+func TestMemoryLapsedOwnerMayFinish(t *testing.T) {
+	t.Parallel()
+	m := store.NewMemory()
+	ctx := t.Context()
+	renewed := mustClaim(t, m, "renewed", short)
+	completed := mustClaim(t, m, "completed", short)
+	time.Sleep(pastShort)
+
+	require.NoError(t, m.Renew(ctx, "renewed", renewed, lease), "nobody took the key over")
+	rec, ok := claim(t, m, "renewed", lease)
+	require.False(t, ok)
+	require.Equal(t, store.StateInFlight, rec.State)
+
+	require.NoError(t, m.Complete(ctx, "completed", completed, &store.Response{Status: http.StatusOK}, retention))
+	rec, ok = claim(t, m, "completed", lease)
+	require.False(t, ok)
+	require.Equal(t, store.StateCompleted, rec.State)
+}
+
+func TestMemoryFullOfLiveRecords(t *testing.T) {
+	t.Parallel()
+	m := store.NewMemory(store.WithMaxRecords(3))
+	ctx := t.Context()
+	a := mustClaim(t, m, "a", lease)
+	b := mustClaim(t, m, "b", lease)
+	mustClaim(t, m, "c", lease)
+	requireFull(t, m, "d")
+
+	rec, ok := claim(t, m, "a", lease)
+	require.False(t, ok, "a key already present is claimed as usual")
+	require.Equal(t, store.StateInFlight, rec.State)
+	require.NoError(t, m.Renew(ctx, "a", a, lease))
+	require.NoError(t, m.Complete(ctx, "a", a, &store.Response{Status: http.StatusOK}, retention))
+	requireFull(t, m, "d")
+
+	require.NoError(t, m.Release(ctx, "b", b))
+	mustClaim(t, m, "d", lease)
+	requireFull(t, m, "e")
+	require.Equal(t, 3, store.MemoryLen(m))
+}
+
+func TestMemoryExpiredRecordsMakeRoom(t *testing.T) {
+	t.Parallel()
+	ok := &store.Response{Status: http.StatusOK}
+	// Each case leaves the key "expiring" with a short time left, set by
+	// the call the case names, after a long lease.
+	cases := map[string]func(t *testing.T, m *store.Memory){
+		"claim": func(t *testing.T, m *store.Memory) {
+			mustClaim(t, m, "expiring", short)
+		},
+		"renew": func(t *testing.T, m *store.Memory) {
+			owner := mustClaim(t, m, "expiring", lease)
+			require.NoError(t, m.Renew(t.Context(), "expiring", owner, short))
+		},
+		"complete": func(t *testing.T, m *store.Memory) {
+			owner := mustClaim(t, m, "expiring", lease)
+			require.NoError(t, m.Complete(t.Context(), "expiring", owner, ok, short))
+		},
+		"complete-unreplayable": func(t *testing.T, m *store.Memory) {
+			owner := mustClaim(t, m, "expiring", lease)
+			require.NoError(t, m.Complete(t.Context(), "expiring", owner, nil, short))
+		},
+	}
+	for name, expire := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m := store.NewMemory(store.WithMaxRecords(3))
+			mustClaim(t, m, "live", lease)
+			done := mustClaim(t, m, "done", lease)
+			require.NoError(t, m.Complete(t.Context(), "done", done, ok, retention))
+			expire(t, m)
+			requireFull(t, m, "new-1")
+
+			time.Sleep(pastShort)
+			mustClaim(t, m, "new-1", lease)
+			requireFull(t, m, "new-2")
+			rec, claimed := claim(t, m, "live", lease)
+			require.False(t, claimed, "the sweep keeps live records")
+			require.Equal(t, store.StateInFlight, rec.State)
+			rec, claimed = claim(t, m, "done", lease)
+			require.False(t, claimed, "the sweep keeps live records")
+			require.Equal(t, store.StateCompleted, rec.State)
+		})
+	}
+}
+
+func TestMemorySweepsBeforeFull(t *testing.T) {
+	t.Parallel()
+	m := store.NewMemory()
+	for i := range 100 {
+		mustClaim(t, m, fmt.Sprint("old-", i), short)
+	}
+	mustClaim(t, m, "live", lease)
+	time.Sleep(pastShort)
+	for i := range 60 {
+		mustClaim(t, m, fmt.Sprint("new-", i), lease)
+	}
+	require.Equal(t, 61, store.MemoryLen(m), "expired records are swept long before the store is full")
+	rec, ok := claim(t, m, "live", lease)
+	require.False(t, ok)
+	require.Equal(t, store.StateInFlight, rec.State)
+}
+
+func TestMemoryHugeDurations(t *testing.T) {
+	t.Parallel()
+	m := store.NewMemory()
+	forever := time.Duration(math.MaxInt64)
+	owner := mustClaim(t, m, "k", forever)
+	require.NoError(t, m.Renew(t.Context(), "k", owner, forever))
+	rec, ok := claim(t, m, "k", lease)
+	require.False(t, ok, "a lease that would overflow the clock never ends")
+	require.Positive(t, rec.TTL)
+
+	require.NoError(t, m.Complete(t.Context(), "k", owner, nil, forever))
+	rec, ok = claim(t, m, "k", lease)
+	require.False(t, ok)
+	require.Equal(t, store.StateUnreplayable, rec.State)
+	require.Positive(t, rec.TTL)
+}
+
+func TestWithMaxRecordsPanicsOnBadInput(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, -1} {
+		require.PanicsWithValue(t, "store: WithMaxRecords expects n > 0", func() { store.WithMaxRecords(n) })
+	}
+}
+
+// BenchmarkMemory measures the store's share of the middleware's cost: a
+// first request (claim a new key, complete it with a 1 KiB JSON response)
+// and a duplicate (claim a completed key, which copies the response out).
+func BenchmarkMemory(b *testing.B) {
+	resp := &store.Response{
+		Status: http.StatusCreated,
+		Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/pay_1"}},
+		Body:   make([]byte, 1024),
+	}
+	b.Run("claim+complete", func(b *testing.B) {
+		// A fresh store per batch of keys keeps the map's size realistic
+		// and the keys new; making the keys is not measured.
+		keys := make([]string, 1<<16)
+		for i := range keys {
+			keys[i] = fmt.Sprint("key-", i)
+		}
+		ctx := b.Context()
+		var m *store.Memory
+		i := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			if i%len(keys) == 0 {
+				b.StopTimer()
+				m = store.NewMemory()
+				b.StartTimer()
+			}
+			key := keys[i%len(keys)]
+			i++
+			rec, ok, err := m.Claim(ctx, key, "fp", "token", lease)
+			if err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+			if err := m.Complete(ctx, key, rec.Owner, resp, retention); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("claim-on-completed", func(b *testing.B) {
+		ctx := b.Context()
+		m := store.NewMemory()
+		rec, _, _ := m.Claim(ctx, "key", "fp", "token", lease)
+		if err := m.Complete(ctx, "key", rec.Owner, resp, retention); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			rec, ok, err := m.Claim(ctx, "key", "fp", "other", lease)
+			if err != nil || ok || rec.Response == nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
 }

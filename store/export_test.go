@@ -1,0 +1,9 @@
+package store
+
+// MemoryLen reports how many records m holds, expired ones not yet swept
+// included, for tests of sweeping.
+func MemoryLen(m *Memory) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.records)
+}
