@@ -3,12 +3,100 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seed43327c4c/idempotency/store"
+	pgstore "github.com/seed43327c4c/idempotency/store_postgres"
 )
 
-// openPostgres will keep records and payments in PostgreSQL at
-// cfg.databaseURL.
-func openPostgres(context.Context, config) (store.Store, ledger, func(), error) {
-	return nil, nil, nil, errors.New("the postgres store is not available yet")
+// paymentsSchema is the ledger's table. The idempotency table comes from
+// pgstore's own schema through Migrate.
+const paymentsSchema = `
+CREATE TABLE IF NOT EXISTS payments (
+    id         text        PRIMARY KEY,
+    amount     integer     NOT NULL CHECK (amount > 0),
+    currency   text        NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// openPostgres keeps records and payments in PostgreSQL at cfg.databaseURL,
+// in the tables idempotency_keys and payments of the connection's
+// search_path (add search_path=NAME to the URL to use another schema). It
+// creates both tables at start-up if they are missing, safely from every
+// worker at once, and runs the store's sweeper in every worker.
+func openPostgres(ctx context.Context, cfg config) (store.Store, ledger, func(), error) {
+	if cfg.databaseURL == "" {
+		return nil, nil, nil, errors.New("-store postgres needs -database-url or $DATABASE_URL")
+	}
+	pool, err := pgxpool.New(ctx, cfg.databaseURL)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("-database-url: %w", err)
+	}
+	st := pgstore.New(pool)
+	if err := migratePostgres(ctx, pool, st); err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	sweepCtx, stopSweeper := context.WithCancel(context.Background())
+	swept := st.StartSweeper(sweepCtx, 0)
+	closeAll := func() {
+		stopSweeper()
+		<-swept
+		pool.Close()
+	}
+	return st, &postgresLedger{pool: pool}, closeAll, nil
+}
+
+// migratePostgres creates the idempotency table and the ledger's table.
+// The ledger's CREATE runs under an advisory lock, as pgstore's Migrate
+// does, because concurrent CREATE TABLE IF NOT EXISTS can fail.
+func migratePostgres(ctx context.Context, pool *pgxpool.Pool, st *pgstore.Store) error {
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('example payments', 0))`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, paymentsSchema)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("creating the payments table: %w", err)
+	}
+	return nil
+}
+
+// postgresLedger is a ledger in the payments table, shared by every worker.
+type postgresLedger struct {
+	pool *pgxpool.Pool
+}
+
+func (l *postgresLedger) Create(ctx context.Context, amount int, currency string) (payment, error) {
+	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
+	_, err := l.pool.Exec(ctx, `INSERT INTO payments (id, amount, currency) VALUES ($1, $2, $3)`,
+		p.ID, p.Amount, p.Currency)
+	if err != nil {
+		return payment{}, fmt.Errorf("recording payment: %w", err)
+	}
+	return p, nil
+}
+
+func (l *postgresLedger) List(ctx context.Context) ([]payment, error) {
+	rows, err := l.pool.Query(ctx, `SELECT id, amount, currency FROM payments ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("listing payments: %w", err)
+	}
+	payments, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (payment, error) {
+		var p payment
+		err := row.Scan(&p.ID, &p.Amount, &p.Currency)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing payments: %w", err)
+	}
+	return payments, nil
 }
