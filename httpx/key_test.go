@@ -125,7 +125,7 @@ func TestParseKeyHeaderLines(t *testing.T) {
 
 func TestParseKeyBothFormsSameKey(t *testing.T) {
 	for _, key := range []string{"abc-123", `a"b`, `a\b`, visibleASCII()} {
-		quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
+		quoted := quoteKey(key)
 		bare, err := ParseKey(http.Header{KeyHeader: {key}})
 		require.NoError(t, err)
 		sf, err := ParseKey(http.Header{KeyHeader: {quoted}})
