@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,10 +16,23 @@ import (
 )
 
 // TestConcurrentDuplicatesRunTheHandlerOnce sends one key from 200
-// goroutines at once to a slow handler over real connections.
+// goroutines at once to a slow handler over real connections. The handler
+// stays busy until some duplicate has been turned away with 409 (or 5 s).
 func TestConcurrentDuplicatesRunTheHandlerOnce(t *testing.T) {
-	h := &paymentHandler{delay: 200 * time.Millisecond}
-	srv := httptest.NewServer(idempotency.New()(h))
+	conflict := make(chan struct{})
+	var once sync.Once
+	var runs atomic.Int64
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		select {
+		case <-conflict:
+		case <-time.After(5 * time.Second):
+		}
+		w.Header().Set("Location", "/payments/1")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.Copy(w, r.Body)
+	})
+	srv := httptest.NewServer(idempotency.New()(slow))
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}}
 
@@ -47,6 +61,9 @@ func TestConcurrentDuplicatesRunTheHandlerOnce(t *testing.T) {
 			}
 			body, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusConflict {
+				once.Do(func() { close(conflict) })
+			}
 			results[i] = result{resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true",
 				string(body), resp.Header.Get("Location")}
 		})
@@ -54,7 +71,7 @@ func TestConcurrentDuplicatesRunTheHandlerOnce(t *testing.T) {
 	close(start)
 	wg.Wait()
 
-	require.EqualValues(t, 1, h.runs.Load(), "the handler ran exactly once")
+	require.EqualValues(t, 1, runs.Load(), "the handler ran exactly once")
 	var fresh, conflicts int
 	for _, r := range results {
 		switch {

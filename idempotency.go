@@ -55,13 +55,16 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 		c.fingerprint = Fingerprint
 	}
 	return func(next http.Handler) http.Handler {
-		return &middleware{config: c, next: next}
+		m := &middleware{config: c, next: next}
+		m.leases = leaseKeeper{m: m, held: make(map[*heldLease]struct{})}
+		return m
 	}
 }
 
 type middleware struct {
 	*config
-	next http.Handler
+	next   http.Handler
+	leases leaseKeeper
 }
 
 // request is one protected request on its way through the middleware.

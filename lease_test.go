@@ -12,7 +12,7 @@ import (
 )
 
 func TestLeaseIsRenewedWhileTheHandlerRuns(t *testing.T) {
-	const lease = 150 * time.Millisecond
+	const lease = time.Second
 	h := &paymentHandler{delay: 3 * lease}
 	errs := &errorLog{}
 	mw := idempotency.New(idempotency.WithLease(lease), errs.option())(h)

@@ -11,55 +11,112 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// renewal keeps a claimed key's lease alive while its handler runs: every
-// third of the lease it renews the lease, checking ownership. If the store
-// says the lease was lost (taken over after a long store outage), renewal
-// stops and the error handler is told; the handler's outcome will then be
-// refused by the store rather than overwrite the new owner's record.
-type renewal struct {
-	m     *middleware
+// leaseKeeper renews the leases of the keys whose handlers are running, so
+// that a handler may run far longer than one lease. One goroutine per
+// middleware does the watching, and only while some lease is held: it wakes
+// every sixth of the lease and renews, each in its own goroutine, every lease
+// last renewed a third of the lease ago or more. Renewal checks ownership: if
+// the store says the lease was lost (taken over after a long store outage),
+// that lease is no longer renewed and the error handler is told; the
+// handler's outcome will then be refused by the store rather than overwrite
+// the new owner's record.
+type leaseKeeper struct {
+	m        *middleware
+	mu       sync.Mutex
+	held     map[*heldLease]struct{}
+	watching bool
+}
+
+// heldLease is the lease of one running handler.
+type heldLease struct {
 	r     *http.Request
 	key   string
 	owner store.Lease
-	every time.Duration
 
-	mu      sync.Mutex // held during a renewal, so stop waits for it
-	stopped bool
-	timer   *time.Timer
+	mu        sync.Mutex // held during a renewal, so release waits for it
+	renewing  bool       // guarded by leaseKeeper.mu
+	renewedAt time.Time  // guarded by leaseKeeper.mu
+	stopped   bool
 }
 
-func (m *middleware) startRenewal(r *http.Request, key string, owner store.Lease) *renewal {
-	rn := &renewal{m: m, r: r, key: key, owner: owner, every: m.lease / 3}
-	rn.mu.Lock()
-	defer rn.mu.Unlock()
-	rn.timer = time.AfterFunc(rn.every, rn.renew)
-	return rn
-}
-
-// renew renews the lease once and schedules the next renewal.
-func (rn *renewal) renew() {
-	rn.mu.Lock()
-	defer rn.mu.Unlock()
-	if rn.stopped {
-		return
+// keep starts renewing owner's lease of key until the returned lease is
+// stopped.
+func (k *leaseKeeper) keep(r *http.Request, key string, owner store.Lease) *heldLease {
+	l := &heldLease{r: r, key: key, owner: owner, renewedAt: time.Now()}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.held[l] = struct{}{}
+	if !k.watching {
+		k.watching = true
+		go k.watch()
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(rn.r.Context()), rn.every)
-	err := rn.m.store.Renew(ctx, rn.key, rn.owner, rn.m.lease)
-	cancel()
+	return l
+}
+
+// stop ends the renewals of l; when it returns, none is running or will
+// run.
+func (k *leaseKeeper) stop(l *heldLease) {
+	k.mu.Lock()
+	delete(k.held, l)
+	k.mu.Unlock()
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
+}
+
+// watch renews due leases until none is held.
+func (k *leaseKeeper) watch() {
+	every := k.m.lease / 3
+	ticker := time.NewTicker(max(every/2, time.Millisecond))
+	defer ticker.Stop()
+	for now := range ticker.C {
+		k.mu.Lock()
+		if len(k.held) == 0 {
+			k.watching = false
+			k.mu.Unlock()
+			return
+		}
+		for l := range k.held {
+			if !l.renewing && now.Sub(l.renewedAt) >= every {
+				l.renewing = true
+				go k.renew(l)
+			}
+		}
+		k.mu.Unlock()
+	}
+}
+
+// renew renews l once, unless it was stopped.
+func (k *leaseKeeper) renew(l *heldLease) {
+	l.mu.Lock()
+	lost := false
+	if !l.stopped {
+		lost = k.renewOnce(l)
+	}
+	l.mu.Unlock()
+
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l.renewing = false
+	l.renewedAt = time.Now()
+	if lost {
+		delete(k.held, l)
+	}
+}
+
+// renewOnce asks the store to extend l and reports whether the lease was
+// lost. Any other error is reported and the next tick tries again.
+func (k *leaseKeeper) renewOnce(l *heldLease) (lost bool) {
+	m := k.m
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.r.Context()), m.lease/3)
+	defer cancel()
+	err := m.store.Renew(ctx, l.key, l.owner, m.lease)
 	switch {
 	case errors.Is(err, store.ErrNotOwner):
-		rn.m.errorHandler(rn.r, fmt.Errorf("idempotency: lease lost while the handler ran: %w", err))
-		return
+		m.errorHandler(l.r, fmt.Errorf("idempotency: lease lost while the handler ran: %w", err))
+		return true
 	case err != nil:
-		rn.m.errorHandler(rn.r, fmt.Errorf("idempotency: renew: %w", err))
+		m.errorHandler(l.r, fmt.Errorf("idempotency: renew: %w", err))
 	}
-	rn.timer.Reset(rn.every)
-}
-
-// stop ends the renewals; when it returns, no renewal is running or will run.
-func (rn *renewal) stop() {
-	rn.mu.Lock()
-	defer rn.mu.Unlock()
-	rn.stopped = true
-	rn.timer.Stop()
+	return false
 }

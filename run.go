@@ -21,19 +21,19 @@ import (
 //   - any other response is stored for replay.
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, req request, owner store.Lease) {
 	rec := httpx.NewRecorder(w, m.maxResponseBytes)
-	renewal := m.startRenewal(r, req.key, owner)
+	lease := m.leases.keep(r, req.key, owner)
 	finished := false
 	defer func() {
 		if finished {
 			return
 		}
 		// The handler panicked: the deferred call runs while panicking.
-		renewal.stop()
+		m.leases.stop(lease)
 		m.release(r, req.key, owner)
 	}()
 	m.next.ServeHTTP(rec, r)
 	finished = true
-	renewal.stop()
+	m.leases.stop(lease)
 
 	switch {
 	case r.Context().Err() != nil:
