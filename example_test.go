@@ -1,0 +1,61 @@
+package idempotency_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/seed43327c4c/idempotency"
+)
+
+// A payment endpoint behind the middleware: the retry of a request is
+// answered from the store, and the payment is made once.
+func ExampleNew() {
+	charges := 0
+	r := chi.NewRouter()
+	r.With(idempotency.New(idempotency.WithKeyRequired())).Post("/payments",
+		func(w http.ResponseWriter, r *http.Request) {
+			charges++
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"charge":%d}`, charges)
+		})
+
+	for range 2 {
+		req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
+		req.Header.Set("Idempotency-Key", "order-42")
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		fmt.Println(w.Code, w.Header().Get("Idempotent-Replayed"), w.Body.String())
+	}
+	fmt.Println("charges:", charges)
+	// Output:
+	// 201  {"charge":1}
+	// 201 true {"charge":1}
+	// charges: 1
+}
+
+// The scope keeps callers apart: the same key from two users names two
+// requests, and neither can read the other's stored response.
+func ExampleWithScope() {
+	userID := func(r *http.Request) string { return r.Header.Get("X-User-Id") } // from your auth
+	h := idempotency.New(idempotency.WithScope(userID))(http.HandlerFunc(
+		func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "receipt for %s", r.Header.Get("X-User-Id"))
+		}))
+
+	for _, user := range []string{"alice", "bob", "alice"} {
+		req := httptest.NewRequest(http.MethodPost, "/payments", nil)
+		req.Header.Set("Idempotency-Key", "1")
+		req.Header.Set("X-User-Id", user)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		fmt.Printf("%s: %q replayed=%q\n", user, w.Body.String(), w.Header().Get("Idempotent-Replayed"))
+	}
+	// Output:
+	// alice: "receipt for alice" replayed=""
+	// bob: "receipt for bob" replayed=""
+	// alice: "receipt for alice" replayed="true"
+}
