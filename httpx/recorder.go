@@ -227,7 +227,9 @@ func (r *Recorder) HeaderSnapshot() http.Header {
 }
 
 // Body returns the kept copy of the body: every byte written while the body
-// stayed within the limit, or nil once it overflowed.
+// stayed within the limit, or nil once it overflowed. The slice is the
+// Recorder's own and must not be modified; it stays valid after the handler
+// returns.
 func (r *Recorder) Body() []byte {
 	return r.body
 }
