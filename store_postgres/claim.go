@@ -100,8 +100,10 @@ func (s *Store) claimOnce(ctx context.Context, key, fingerprint, token string, l
 		body    []byte
 		ttl     int64
 	)
-	err := s.db.QueryRow(ctx, s.sql.claim, []byte(key), []byte(fingerprint), []byte(token), lease.Microseconds()).
-		Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
+	err := s.retry(ctx, func() error {
+		return s.db.QueryRow(ctx, s.sql.claim, []byte(key), []byte(fingerprint), []byte(token), lease.Microseconds()).
+			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Record{}, false, errStaleSnapshot
 	}

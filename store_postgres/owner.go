@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -65,7 +67,11 @@ func (s *Store) Release(ctx context.Context, key string, owner store.Lease) erro
 }
 
 func (s *Store) ownerExec(ctx context.Context, op, sql string, args ...any) error {
-	tag, err := s.db.Exec(ctx, sql, args...)
+	var tag pgconn.CommandTag
+	err := s.retry(ctx, func() (err error) {
+		tag, err = s.db.Exec(ctx, sql, args...)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
 	}

@@ -8,7 +8,10 @@
 // release are single UPDATE or DELETE statements conditioned on the owner's
 // token and fencing number. Every expiry is computed and compared on the
 // database's clock (statement_timestamp(), which is now() outside an
-// explicit transaction), never the application's.
+// explicit transaction), never the application's. A statement that meets
+// a connection the server has terminated is run again on another one, which
+// is harmless for every statement here; any other error is returned,
+// wrapped, and the middleware answers 503.
 //
 // The store never creates its table on its own: call Migrate once at
 // start-up (every worker may call it at once), or apply schema.sql by hand.
@@ -35,13 +38,14 @@ const DefaultTable = "idempotency_keys"
 // Store is a store.Store backed by one PostgreSQL table. It is safe for
 // concurrent use by many goroutines and many processes.
 type Store struct {
-	pool   *pgxpool.Pool
-	db     querier
-	schema string
-	table  string
-	name   string // the table's quoted, possibly schema-qualified name
-	logger *slog.Logger
-	sql    statements
+	pool     *pgxpool.Pool
+	db       querier
+	maxConns int // the pool's size, bounding retries on dead connections
+	schema   string
+	table    string
+	name     string // the table's quoted, possibly schema-qualified name
+	logger   *slog.Logger
+	sql      statements
 }
 
 var _ store.Store = (*Store)(nil)
@@ -105,7 +109,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	if pool == nil {
 		panic("pgstore: New expects a non-nil pool")
 	}
-	s := &Store{pool: pool, db: pool, table: DefaultTable, logger: slog.Default()}
+	s := &Store{pool: pool, db: pool, maxConns: int(pool.Config().MaxConns), table: DefaultTable, logger: slog.Default()}
 	for _, opt := range opts {
 		opt(s)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // deleteExpiredSQL deletes up to $1 rows whose lease or retention has ended
@@ -41,7 +43,11 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 	if batch < 1 {
 		return 0, errors.New("pgstore: DeleteExpired expects batch >= 1")
 	}
-	tag, err := s.db.Exec(ctx, s.sql.deleteExpired, batch)
+	var tag pgconn.CommandTag
+	err := s.retry(ctx, func() (err error) {
+		tag, err = s.db.Exec(ctx, s.sql.deleteExpired, batch)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: delete expired: %w", err)
 	}
