@@ -2,12 +2,66 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seed43327c4c/idempotency/store"
+	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
 
-// openRedis will keep records and payments in Redis at cfg.redisURL.
-func openRedis(context.Context, config) (store.Store, ledger, func(), error) {
-	return nil, nil, nil, errors.New("the redis store is not available yet")
+// paymentsKey is the Redis list that holds the ledger, one JSON payment per
+// element in the order they were made. It never expires.
+const paymentsKey = "example:payments"
+
+// openRedis keeps records with redisstore (under its default prefix,
+// "idempotency:") and payments in the list paymentsKey, both on the Redis
+// server at cfg.redisURL, so every worker shares them. It fails if the
+// server does not answer a PING at start-up; later outages make the
+// middleware answer 503 until the server is back.
+func openRedis(ctx context.Context, cfg config) (store.Store, ledger, func(), error) {
+	if cfg.redisURL == "" {
+		return nil, nil, nil, errors.New("-store redis needs -redis-url or $REDIS_URL")
+	}
+	opts, err := redis.ParseURL(cfg.redisURL)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("-redis-url: %w", err)
+	}
+	client := redis.NewClient(opts)
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, nil, nil, fmt.Errorf("-redis-url: %s does not answer: %w", opts.Addr, err)
+	}
+	closeClient := func() { _ = client.Close() }
+	return redisstore.New(client), &redisLedger{client: client}, closeClient, nil
+}
+
+// redisLedger is a ledger in a Redis list, shared by every worker.
+type redisLedger struct {
+	client *redis.Client
+}
+
+func (l *redisLedger) Create(ctx context.Context, amount int, currency string) (payment, error) {
+	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
+	b, _ := json.Marshal(p) // strings and an int always encode
+	if err := l.client.RPush(ctx, paymentsKey, b).Err(); err != nil {
+		return payment{}, fmt.Errorf("recording payment: %w", err)
+	}
+	return p, nil
+}
+
+func (l *redisLedger) List(ctx context.Context) ([]payment, error) {
+	elems, err := l.client.LRange(ctx, paymentsKey, 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listing payments: %w", err)
+	}
+	payments := make([]payment, len(elems))
+	for i, e := range elems {
+		if err := json.Unmarshal([]byte(e), &payments[i]); err != nil {
+			return nil, fmt.Errorf("listing payments: element %d: %w", i, err)
+		}
+	}
+	return payments, nil
 }

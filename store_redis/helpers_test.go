@@ -17,7 +17,7 @@ import (
 // server is one Redis deployment the tests run against.
 type server struct {
 	name   string
-	client func(t *testing.T) redis.UniversalClient
+	client func(t testing.TB) redis.UniversalClient
 }
 
 // servers are the deployments tests run against: standalone Redis from
@@ -36,7 +36,7 @@ func forEachServer(t *testing.T, test func(t *testing.T, client redis.UniversalC
 
 // standalone returns a client for REDIS_URL. It skips the test when the
 // variable is unset and fails it when the server does not answer.
-func standalone(t *testing.T) redis.UniversalClient {
+func standalone(t testing.TB) redis.UniversalClient {
 	t.Helper()
 	url := os.Getenv("REDIS_URL")
 	if url == "" {
@@ -51,7 +51,7 @@ func standalone(t *testing.T) redis.UniversalClient {
 // cluster returns a client for the Redis Cluster whose nodes
 // REDIS_CLUSTER_ADDRS lists. It skips the test when the variable is unset
 // and fails it when the cluster does not answer.
-func cluster(t *testing.T) redis.UniversalClient {
+func cluster(t testing.TB) redis.UniversalClient {
 	t.Helper()
 	addrs := os.Getenv("REDIS_CLUSTER_ADDRS")
 	if addrs == "" {
@@ -63,7 +63,7 @@ func cluster(t *testing.T) redis.UniversalClient {
 
 // reachable fails the test unless client's server answers a PING, and
 // closes the client when the test ends.
-func reachable(t *testing.T, client redis.UniversalClient, what string) redis.UniversalClient {
+func reachable(t testing.TB, client redis.UniversalClient, what string) redis.UniversalClient {
 	t.Helper()
 	t.Cleanup(func() { _ = client.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -74,21 +74,19 @@ func reachable(t *testing.T, client redis.UniversalClient, what string) redis.Un
 
 // newStore returns a store on client with a prefix of its own, and deletes
 // every key under that prefix when the test ends.
-func newStore(t *testing.T, client redis.UniversalClient, opts ...redisstore.Option) (*redisstore.Store, string) {
+func newStore(t testing.TB, client redis.UniversalClient, opts ...redisstore.Option) (*redisstore.Store, string) {
 	t.Helper()
 	prefix := "redisstore-test:" + rand.Text() + ":"
 	t.Cleanup(func() {
 		require.NoError(t, forEachNode(context.Background(), client, func(ctx context.Context, node *redis.Client) error {
-			keys, err := node.Keys(ctx, prefix+"*").Result()
-			if err != nil || len(keys) == 0 {
-				return err
-			}
-			for _, key := range keys {
-				if err := node.Del(ctx, key).Err(); err != nil {
-					return err
+			iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+			_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for iter.Next(ctx) {
+					p.Del(ctx, iter.Val())
 				}
-			}
-			return nil
+				return iter.Err()
+			})
+			return err
 		}), "deleting the test's keys")
 	})
 	return redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...), prefix
