@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testAPI serves the example's router, with the middleware's default
+// in-memory store, on an httptest server.
+type testAPI struct {
+	url  string
+	led  ledger
+	logs *syncBuffer
+}
+
+func newTestAPI(t *testing.T, led ledger) *testAPI {
+	t.Helper()
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	a := &api{ledger: led, log: logger}
+	srv := httptest.NewServer(a.routes(newMiddleware(nil, 30*time.Second, logger)))
+	t.Cleanup(srv.Close)
+	return &testAPI{url: srv.URL, led: led, logs: logs}
+}
+
+// answer is a response read in full.
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// post sends body to path with the Idempotency-Key key, if not empty.
+func (ta *testAPI) post(t *testing.T, path, key, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, ta.url+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	return do(t, req)
+}
+
+func (ta *testAPI) get(t *testing.T, path string) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, ta.url+path, nil)
+	require.NoError(t, err)
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) answer {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return answer{status: resp.StatusCode, header: resp.Header, body: string(body)}
+}
+
+func (ta *testAPI) ledgerLen(t *testing.T) int {
+	t.Helper()
+	payments, err := ta.led.List(context.Background())
+	require.NoError(t, err)
+	return len(payments)
+}
+
+func TestPaymentReplayed(t *testing.T) {
+	ta := newTestAPI(t, &memoryLedger{})
+	first := ta.post(t, "/payments", "pay-1", `{"amount": 1250, "currency": "eur"}`)
+	require.Equal(t, http.StatusCreated, first.status, first.body)
+	var p payment
+	require.NoError(t, json.Unmarshal([]byte(first.body), &p))
+	assert.Regexp(t, `^pay_[0-9a-f]{16}$`, p.ID)
+	assert.Equal(t, payment{ID: p.ID, Amount: 1250, Currency: "EUR"}, p)
+	assert.Equal(t, "/payments/"+p.ID, first.header.Get("Location"))
+	assert.Equal(t, "application/json", first.header.Get("Content-Type"))
+	assert.Empty(t, first.header.Get("Idempotent-Replayed"))
+
+	again := ta.post(t, "/payments", "pay-1", `{"amount": 1250, "currency": "eur"}`)
+	assert.Equal(t, first.status, again.status)
+	assert.Equal(t, first.body, again.body)
+	assert.Equal(t, first.header.Get("Location"), again.header.Get("Location"))
+	assert.Equal(t, first.header.Get("Content-Type"), again.header.Get("Content-Type"))
+	assert.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+	assert.Equal(t, strconv.Itoa(os.Getpid()), again.header.Get("X-Worker-Pid"))
+	assert.Equal(t, 1, ta.ledgerLen(t))
+
+	list := ta.get(t, "/payments")
+	assert.Equal(t, http.StatusOK, list.status)
+	assert.JSONEq(t, "["+first.body+"]", list.body)
+	one := ta.get(t, first.header.Get("Location"))
+	assert.Equal(t, http.StatusOK, one.status)
+	assert.JSONEq(t, first.body, one.body)
+}
+
+// gatedLedger holds every Create, after the payment is recorded, until
+// release is closed; created gets one value per recorded payment.
+type gatedLedger struct {
+	ledger
+	created chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedLedger) Create(ctx context.Context, amount int, currency string) (payment, error) {
+	p, err := g.ledger.Create(ctx, amount, currency)
+	g.created <- struct{}{}
+	<-g.release
+	return p, err
+}
+
+func TestPaymentConflictWhileRunning(t *testing.T) {
+	g := &gatedLedger{ledger: &memoryLedger{}, created: make(chan struct{}, 1), release: make(chan struct{})}
+	ta := newTestAPI(t, g)
+	body := `{"amount": 500, "currency": "USD"}`
+	firstc := make(chan answer, 1)
+	go func() { firstc <- ta.post(t, "/payments", "pay-2", body) }()
+	<-g.created
+
+	dup := ta.post(t, "/payments", "pay-2", body)
+	assert.Equal(t, http.StatusConflict, dup.status)
+	assert.NotEmpty(t, dup.header.Get("Retry-After"))
+	assert.Equal(t, "application/problem+json", dup.header.Get("Content-Type"))
+
+	close(g.release)
+	first := <-firstc
+	require.Equal(t, http.StatusCreated, first.status, first.body)
+	replay := ta.post(t, "/payments", "pay-2", body)
+	assert.Equal(t, first.body, replay.body)
+	assert.Equal(t, "true", replay.header.Get("Idempotent-Replayed"))
+	assert.Equal(t, 1, ta.ledgerLen(t))
+}
+
+func TestPaymentNeedsKey(t *testing.T) {
+	ta := newTestAPI(t, &memoryLedger{})
+	got := ta.post(t, "/payments", "", `{"amount": 500, "currency": "USD"}`)
+	assert.Equal(t, http.StatusBadRequest, got.status)
+	assert.Equal(t, "application/problem+json", got.header.Get("Content-Type"))
+	assert.Equal(t, 0, ta.ledgerLen(t))
+}
+
+func TestPaymentKeyReusedForAnotherBody(t *testing.T) {
+	ta := newTestAPI(t, &memoryLedger{})
+	first := ta.post(t, "/payments", "pay-3", `{"amount": 500, "currency": "USD"}`)
+	require.Equal(t, http.StatusCreated, first.status, first.body)
+	other := ta.post(t, "/payments", "pay-3", `{"amount": 900, "currency": "USD"}`)
+	assert.Equal(t, http.StatusUnprocessableEntity, other.status)
+	assert.Equal(t, "application/problem+json", other.header.Get("Content-Type"))
+	assert.Equal(t, 1, ta.ledgerLen(t))
+}
+
+func TestPaymentBadInput(t *testing.T) {
+	ta := newTestAPI(t, &memoryLedger{})
+	for name, body := range map[string]string{
+		"not JSON":        `{"amount": 5`,
+		"not an object":   `[1, 2]`,
+		"amount zero":     `{"amount": 0, "currency": "EUR"}`,
+		"amount negative": `{"amount": -5, "currency": "EUR"}`,
+		"amount fraction": `{"amount": 1.5, "currency": "EUR"}`,
+		"no currency":     `{"amount": 5}`,
+		"currency long":   `{"amount": 5, "currency": "EURO"}`,
+		"currency digit":  `{"amount": 5, "currency": "E1R"}`,
+		"unknown field":   `{"amount": 5, "currency": "EUR", "to": "x"}`,
+		"trailing data":   `{"amount": 5, "currency": "EUR"} {}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := ta.post(t, "/payments", "bad-"+name, body)
+			assert.Equal(t, http.StatusBadRequest, got.status)
+			assert.Equal(t, "application/problem+json", got.header.Get("Content-Type"))
+			assert.Contains(t, got.body, `"status":400`)
+		})
+	}
+	assert.Equal(t, 0, ta.ledgerLen(t))
+}
+
+func TestPaymentsListAndGet(t *testing.T) {
+	ta := newTestAPI(t, &memoryLedger{})
+	empty := ta.get(t, "/payments")
+	assert.Equal(t, http.StatusOK, empty.status)
+	assert.JSONEq(t, `[]`, empty.body)
+	missing := ta.get(t, "/payments/pay_0000000000000000")
+	assert.Equal(t, http.StatusNotFound, missing.status)
+	assert.Equal(t, "application/problem+json", missing.header.Get("Content-Type"))
+}
+
+func TestEmailSentOnce(t *testing.T) {
+	ta := newTestAPI(t, &memoryLedger{})
+	body := `{"to": "ada@example.com", "subject": "Your receipt"}`
+	first := ta.post(t, "/emails", "mail-1", body)
+	require.Equal(t, http.StatusAccepted, first.status, first.body)
+	assert.JSONEq(t, `{"status":"sent","to":"ada@example.com","subject":"Your receipt"}`, first.body)
+	again := ta.post(t, "/emails", "mail-1", body)
+	assert.Equal(t, first.status, again.status)
+	assert.Equal(t, first.body, again.body)
+	assert.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+	assert.Equal(t, 1, strings.Count(ta.logs.String(), `msg="email sent"`))
+
+	bad := ta.post(t, "/emails", "mail-2", `{"to": "nobody", "subject": ""}`)
+	assert.Equal(t, http.StatusBadRequest, bad.status)
+	assert.Equal(t, 1, strings.Count(ta.logs.String(), `msg="email sent"`))
+}

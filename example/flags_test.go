@@ -1,0 +1,60 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func env(vars map[string]string) func(string) string {
+	return func(name string) string { return vars[name] }
+}
+
+func TestFlagsDefaults(t *testing.T) {
+	cfg, err := parseFlags(nil, env(map[string]string{
+		"REDIS_URL":    "redis://127.0.0.1:6379/0",
+		"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/test",
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, config{
+		addr:        ":8080",
+		store:       "memory",
+		redisURL:    "redis://127.0.0.1:6379/0",
+		databaseURL: "postgres://postgres@127.0.0.1:5432/test",
+		workers:     1,
+		lease:       30 * time.Second,
+	}, cfg)
+}
+
+func TestFlagsSet(t *testing.T) {
+	cfg, err := parseFlags([]string{"-addr", "127.0.0.1:9000", "-store", "redis", "-redis-url", "redis://r",
+		"-delay", "300ms", "-workers", "4", "-lease", "2s"}, env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, config{addr: "127.0.0.1:9000", store: "redis", redisURL: "redis://r",
+		delay: 300 * time.Millisecond, workers: 4, lease: 2 * time.Second}, cfg)
+}
+
+func TestFlagsMemoryStoreRefusesWorkers(t *testing.T) {
+	_, err := parseFlags([]string{"-workers", "2"}, env(nil))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "keeps its records inside one process")
+	assert.Contains(t, err.Error(), "use -store redis or -store postgres")
+}
+
+func TestFlagsRefused(t *testing.T) {
+	for name, args := range map[string][]string{
+		"unknown store":  {"-store", "sqlite"},
+		"no workers":     {"-workers", "0"},
+		"negative delay": {"-delay", "-1s"},
+		"zero lease":     {"-lease", "0s"},
+		"unknown flag":   {"-port", "80"},
+		"extra argument": {"serve"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := parseFlags(args, env(nil))
+			assert.Error(t, err)
+		})
+	}
+}

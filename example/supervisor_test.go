@@ -1,0 +1,101 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// runSupervisor runs a supervisor of n copies of the command name args
+// until ctx ends; its result arrives on the returned channel.
+func runSupervisor(ctx context.Context, n int, logs *syncBuffer, name string, args ...string) <-chan error {
+	s := supervisor{
+		workers: n,
+		log:     slog.New(slog.NewTextHandler(logs, nil)),
+		command: func() *exec.Cmd { return exec.Command(name, args...) },
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.run(ctx) }()
+	return done
+}
+
+// waitSpawned waits until the supervisor has logged n spawned workers and
+// returns their pids.
+func waitSpawned(t *testing.T, logs *syncBuffer, n int) []int {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(logPids(logs.String(), "worker spawned")) >= n },
+		10*time.Second, 10*time.Millisecond, "workers spawned:\n%s", logs)
+	return logPids(logs.String(), "worker spawned")
+}
+
+// gone reports whether no process has the pid.
+func gone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+func TestSupervisorRestartsKilledWorkerAndStopsAll(t *testing.T) {
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := runSupervisor(ctx, 2, logs, "sleep", "600")
+
+	first := waitSpawned(t, logs, 2)
+	require.NoError(t, syscall.Kill(first[0], syscall.SIGKILL))
+	all := waitSpawned(t, logs, 3)
+	assert.Equal(t, first, all[:2])
+	assert.Equal(t, []int{first[0]}, logPids(logs.String(), "worker exited"))
+	assert.False(t, gone(first[1]), "the other worker must keep running")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(stopTimeout + 5*time.Second):
+		t.Fatal("the supervisor did not stop")
+	}
+	for _, pid := range all {
+		assert.True(t, gone(pid), "worker %d still running", pid)
+	}
+}
+
+func TestSupervisorGivesUpOnWorkerFailingAtStart(t *testing.T) {
+	logs := &syncBuffer{}
+	done := runSupervisor(context.Background(), 1, logs, "false")
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "giving up")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the supervisor kept restarting a worker that always fails")
+	}
+	assert.Len(t, logPids(logs.String(), "worker exited"), maxQuickExits)
+}
+
+func TestSupervisorStopsOthersWhenWorkerCannotStart(t *testing.T) {
+	logs := &syncBuffer{}
+	s := supervisor{workers: 3, log: slog.New(slog.NewTextHandler(logs, nil))}
+	started := 0
+	s.command = func() *exec.Cmd {
+		started++
+		if started == 3 {
+			return exec.Command("/nonexistent/worker")
+		}
+		return exec.Command("sleep", "600")
+	}
+	err := s.run(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "starting a worker")
+	for _, pid := range logPids(logs.String(), "worker spawned") {
+		assert.True(t, gone(pid), "worker %d still running", pid)
+	}
+	assert.Len(t, logPids(logs.String(), "worker spawned"), 2)
+}
