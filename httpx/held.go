@@ -13,7 +13,8 @@ import (
 // handler's work has been committed.
 //
 // The handler starts from a copy of the headers already set on the wrapped
-// writer. Flush is a no-op (nothing can reach the client early) and Hijack
+// writer; what Send writes, and what may be stored, is the header map as the
+// handler left it. The whole body is held in memory, however large. Flush is a no-op (nothing can reach the client early) and Hijack
 // is not supported. Unwrap returns the wrapped writer, so
 // http.ResponseController still reaches its deadlines.
 type Held struct {
@@ -32,8 +33,12 @@ func NewHeld(w http.ResponseWriter) *Held {
 func (h *Held) Header() http.Header { return h.header }
 
 // WriteHeader holds code as the status; only the first call counts, and
-// 1xx codes are dropped.
+// 1xx codes are dropped. A code outside 100..999 panics at once, as
+// net/http's own writer does.
 func (h *Held) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("httpx: invalid WriteHeader code %v", code))
+	}
 	if h.status == 0 && code >= 200 {
 		h.status = code
 	}

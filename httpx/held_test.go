@@ -62,3 +62,8 @@ func TestHeldReachesTheRealWritersDeadline(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
+
+func TestHeldPanicsOnAnInvalidCodeAtOnce(t *testing.T) {
+	held := NewHeld(httptest.NewRecorder())
+	require.PanicsWithValue(t, "httpx: invalid WriteHeader code 42", func() { held.WriteHeader(42) })
+}
