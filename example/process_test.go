@@ -29,3 +29,40 @@ func TestExampleRefusesMemoryStoreWithWorkers(t *testing.T) {
 	assert.Contains(t, string(out), "the memory store keeps its records inside one process")
 	assert.Contains(t, string(out), "use -store redis or -store postgres")
 }
+
+func TestExampleRestartsKilledWorker(t *testing.T) {
+	p := startExample(t, "-store", "redis", "-redis-url", redisURL(t), "-workers", "2")
+	before := p.Pids()
+	require.Len(t, before, 2)
+	p.Kill(before[0])
+	p.waitWorkers(2)
+	after := p.Pids()
+	require.Len(t, after, 2)
+	assert.Equal(t, before[1], after[0], "the other worker kept running")
+	assert.NotContains(t, before, after[1], "a new worker took the killed one's place")
+
+	res := runStorm(t, p.URL, 20, 10)
+	assert.Equal(t, map[string]bool{strconv.Itoa(after[0]): true, strconv.Itoa(after[1]): true},
+		workerSet(res.workers), "both live workers answered")
+	p.Stop()
+	assert.Contains(t, p.Log(), `msg="restarting the worker"`)
+}
+
+// workerSet returns the pids that answered a storm.
+func workerSet(answers map[string]int) map[string]bool {
+	set := map[string]bool{}
+	for pid := range answers {
+		set[pid] = true
+	}
+	return set
+}
+
+func TestExampleKillSingleWorker(t *testing.T) {
+	p := startExample(t, "-store", "memory")
+	p.Kill(p.Pids()[0])
+	select {
+	case <-p.exited:
+	default:
+		t.Fatal("Kill returned before the process exited")
+	}
+}

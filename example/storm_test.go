@@ -175,13 +175,22 @@ func (p *exampleProc) Pids() []int {
 	return live
 }
 
-// Kill sends SIGKILL to the worker pid, which must be one of Pids. Under a
-// supervisor (-workers above 1) a new worker takes its place: wait for it
-// with waitWorkers.
+// Kill sends SIGKILL to the worker pid, which must be one of Pids, and
+// waits until it is gone from Pids. Under a supervisor (-workers above 1) a
+// new worker takes its place: wait for it with waitWorkers. With -workers 1
+// the worker is the example process itself: Kill waits for it to exit, and
+// Stop then has nothing left to check.
 func (p *exampleProc) Kill(pid int) {
 	p.t.Helper()
 	require.Contains(p.t, p.Pids(), pid, "not a live worker of this example")
 	require.NoError(p.t, syscall.Kill(pid, syscall.SIGKILL))
+	if pid == p.cmd.Process.Pid {
+		<-p.exited
+		p.stopped = true
+		return
+	}
+	require.Eventually(p.t, func() bool { return !slices.Contains(p.Pids(), pid) }, time.Minute,
+		10*time.Millisecond, "the supervisor did not see worker %d exit\n%s", pid, p.log)
 }
 
 // Log returns everything the process and its workers have written so far.
@@ -253,6 +262,7 @@ func runStorm(t testing.TB, baseURL string, keys, dups int) stormResult {
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
 	before := listPayments(t, client, baseURL)
 	run := newPaymentID()[len("pay_"):] // keys never seen before, even by a shared store
+	began := time.Now()
 
 	answers := make([][]stormResponse, keys)
 	res := stormResult{workers: map[string]int{}}
@@ -325,8 +335,8 @@ func runStorm(t testing.TB, baseURL string, keys, dups int) stormResult {
 	for _, id := range freshIDs {
 		assert.Contains(t, ids, id, "a fresh answer's payment is not in the ledger")
 	}
-	t.Logf("storm: %d keys x %d duplicates, %d 409s retried, answers per worker pid %v",
-		keys, dups, res.conflicts, res.workers)
+	t.Logf("storm: %d keys x %d duplicates in %v, %d 409s retried, answers per worker pid %v",
+		keys, dups, time.Since(began).Round(time.Millisecond), res.conflicts, res.workers)
 	return res
 }
 
