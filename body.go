@@ -20,23 +20,21 @@ func (b *bufferedBody) Close() error { return nil }
 
 func (b *bufferedBody) contents() []byte { return b.data }
 
-// readBody reads r's whole body, at most limit bytes. A longer body, by its
-// Content-Length or by what arrives, is errBodyTooLarge.
-func readBody(r *http.Request, limit int64) (*bufferedBody, error) {
+// read reads r's whole body into b, at most limit bytes. A longer body, by
+// its Content-Length or by what arrives, is errBodyTooLarge.
+func (b *bufferedBody) read(r *http.Request, limit int64) error {
 	if r.ContentLength > limit {
-		return nil, errBodyTooLarge
+		return errBodyTooLarge
 	}
-	var data []byte
 	if r.Body != nil && r.Body != http.NoBody {
-		var err error
-		data, err = readAtMost(r.Body, r.ContentLength, limit)
+		data, err := readAtMost(r.Body, r.ContentLength, limit)
 		if err != nil {
-			return nil, err
+			return err
 		}
+		b.data = data
 	}
-	b := &bufferedBody{data: data}
-	b.Reset(data)
-	return b, nil
+	b.Reset(b.data)
+	return nil
 }
 
 // readAtMost reads body to its end; if it holds more than limit bytes it

@@ -67,10 +67,15 @@ type middleware struct {
 	leases leaseKeeper
 }
 
-// request is one protected request on its way through the middleware.
-type request struct {
+// call is one protected request on its way through the middleware. Its
+// parts share one allocation: the buffered body, and for a request that
+// claims its key, the recorder and the lease the handler runs under.
+type call struct {
 	key         string // storage key: scope, method, route and client key
 	fingerprint string
+	body        bufferedBody
+	rec         httpx.Recorder
+	lease       heldLease
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -92,7 +97,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, err := readBody(r, m.maxBodyBytes)
+	c := &call{}
+	err = c.body.read(r, m.maxBodyBytes)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		httpx.WriteProblem(w, problemBodyTooLarge)
@@ -101,8 +107,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, problemBodyUnreadable)
 		return
 	}
-	r.Body = body
-	fingerprintBody := body.contents()
+	r.Body = &c.body
+	fingerprintBody := c.body.contents()
 	if m.canonicalJSON {
 		fingerprintBody = canonicalJSON(r, fingerprintBody)
 	}
@@ -110,45 +116,43 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.scope != nil {
 		scope = m.scope(r)
 	}
-	req := request{
-		key:         storageKey(scope, r.Method, m.route(r), clientKey),
-		fingerprint: m.fingerprint(r, fingerprintBody),
-	}
-	m.claim(w, r, req)
+	c.key = storageKey(scope, r.Method, m.route(r), clientKey)
+	c.fingerprint = m.fingerprint(r, fingerprintBody)
+	m.claim(w, r, c)
 }
 
-// claim claims req's key and runs the handler, or answers from the record
+// claim claims c's key and runs the handler, or answers from the record
 // that already holds the key: a replay, a 422, or for a key in flight, a 409
 // or a wait.
-func (m *middleware) claim(w http.ResponseWriter, r *http.Request, req request) {
+func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
 	token := rand.Text()
-	if m.tryClaim(w, r, req, token) {
+	if m.tryClaim(w, r, c, token) {
 		return
 	}
 	if m.wait > 0 {
-		m.waitForRecord(w, r, req, token)
+		m.waitForRecord(w, r, c, token)
 		return
 	}
 	writeRetryableProblem(w, problemKeyInFlight, m.retryAfter)
 }
 
-// tryClaim makes one attempt at req's key: it runs the handler if it
+// tryClaim makes one attempt at c's key: it runs the handler if it
 // claims the key, or answers from the record holding it. It reports false,
 // having written nothing, when the key is in flight for the same request.
-func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, req request, token string) bool {
+func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
 	if m.txStore != nil {
-		return m.tryClaimInTx(w, r, req, token)
+		return m.tryClaimInTx(w, r, c, token)
 	}
-	rec, claimed, err := m.store.Claim(r.Context(), req.key, req.fingerprint, token, m.lease)
+	rec, claimed, err := m.store.Claim(r.Context(), c.key, c.fingerprint, token, m.lease)
 	switch {
 	case err != nil:
 		m.storeFailed(w, r, fmt.Errorf("idempotency: claim: %w", err))
 		return true
 	case claimed:
-		m.run(w, r, req, rec.Owner)
+		m.run(w, r, c, rec.Owner)
 		return true
 	default:
-		return m.answerFromRecord(w, req, rec)
+		return m.answerFromRecord(w, c, rec)
 	}
 }
 
@@ -156,9 +160,9 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, req reques
 // is in flight for the same request: a different fingerprint gets 422, a
 // completed record is replayed, an unreplayable one gets 409. It reports
 // whether it answered.
-func (m *middleware) answerFromRecord(w http.ResponseWriter, req request, rec store.Record) bool {
+func (m *middleware) answerFromRecord(w http.ResponseWriter, c *call, rec store.Record) bool {
 	switch {
-	case rec.Fingerprint != req.fingerprint:
+	case rec.Fingerprint != c.fingerprint:
 		httpx.WriteProblem(w, problemKeyReused)
 	case rec.State == store.StateCompleted:
 		replay(w, rec.Response, m.replayHeaders)

@@ -39,10 +39,10 @@ type heldLease struct {
 	stopped   bool
 }
 
-// keep starts renewing owner's lease of key until the returned lease is
+// keep starts renewing owner's lease of key, tracked in l, until l is
 // stopped.
-func (k *leaseKeeper) keep(r *http.Request, key string, owner store.Lease) *heldLease {
-	l := &heldLease{r: r, key: key, owner: owner, renewedAt: time.Now()}
+func (k *leaseKeeper) keep(l *heldLease, r *http.Request, key string, owner store.Lease) {
+	*l = heldLease{r: r, key: key, owner: owner, renewedAt: time.Now()}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.held[l] = struct{}{}
@@ -50,7 +50,6 @@ func (k *leaseKeeper) keep(r *http.Request, key string, owner store.Lease) *held
 		k.watching = true
 		go k.watch()
 	}
-	return l
 }
 
 // stop ends the renewals of l; when it returns, none is running or will

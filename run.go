@@ -19,9 +19,11 @@ import (
 //   - a hijacked or flushed response, or one over the response limit, marks
 //     the key done but not replayable;
 //   - any other response is stored for replay.
-func (m *middleware) run(w http.ResponseWriter, r *http.Request, req request, owner store.Lease) {
-	rec := httpx.NewRecorder(w, m.maxResponseBytes)
-	lease := m.leases.keep(r, req.key, owner)
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner store.Lease) {
+	rec := &c.rec
+	rec.Reset(w, m.maxResponseBytes)
+	lease := &c.lease
+	m.leases.keep(lease, r, c.key, owner)
 	finished := false
 	defer func() {
 		if finished {
@@ -29,7 +31,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, req request, ow
 		}
 		// The handler panicked: the deferred call runs while panicking.
 		m.leases.stop(lease)
-		m.release(r, req.key, owner)
+		m.release(r, c.key, owner)
 	}()
 	m.next.ServeHTTP(rec, r)
 	finished = true
@@ -37,15 +39,15 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, req request, ow
 
 	switch {
 	case r.Context().Err() != nil:
-		m.release(r, req.key, owner)
+		m.release(r, c.key, owner)
 	case rec.Hijacked():
-		m.complete(r, req.key, owner, nil)
+		m.complete(r, c.key, owner, nil)
 	case !recordable(rec.Status()):
-		m.release(r, req.key, owner)
+		m.release(r, c.key, owner)
 	case !rec.Replayable():
-		m.complete(r, req.key, owner, nil)
+		m.complete(r, c.key, owner, nil)
 	default:
-		m.complete(r, req.key, owner, m.storedResponse(rec))
+		m.complete(r, c.key, owner, m.storedResponse(rec))
 	}
 }
 

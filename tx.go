@@ -10,8 +10,8 @@ import (
 
 // tryClaimInTx is tryClaim for a store that claims inside a transaction the
 // handler joins (store.TxStore).
-func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, req request, token string) bool {
-	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), req.key, req.fingerprint, token)
+func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
+	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), c.key, c.fingerprint, token)
 	switch {
 	case err != nil:
 		m.storeFailed(w, r, fmt.Errorf("idempotency: claim in transaction: %w", err))
@@ -20,7 +20,7 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, req re
 		m.runInTx(w, r.WithContext(txCtx), tx)
 		return true
 	default:
-		return m.answerFromRecord(w, req, rec)
+		return m.answerFromRecord(w, c, rec)
 	}
 }
 

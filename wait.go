@@ -15,7 +15,7 @@ const (
 // until it completes (replay), is released or lapses (this request claims
 // it and runs), or the wait times out (409). The request's own context
 // ending stops the wait without a response.
-func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, req request, token string) {
+func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *call, token string) {
 	deadline := time.Now().Add(m.wait)
 	poll := min(firstPoll, m.wait)
 	timer := time.NewTimer(poll)
@@ -26,7 +26,7 @@ func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, req r
 			return
 		case <-timer.C:
 		}
-		if m.tryClaim(w, r, req, token) {
+		if m.tryClaim(w, r, c, token) {
 			return
 		}
 		left := time.Until(deadline)

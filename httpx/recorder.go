@@ -52,7 +52,15 @@ type Recorder struct {
 // copy: the first body byte overflows it. Nothing is allocated for the body
 // until the handler writes it.
 func NewRecorder(w http.ResponseWriter, limit int) *Recorder {
-	return &Recorder{w: w, limit: max(limit, 0)}
+	r := &Recorder{}
+	r.Reset(w, limit)
+	return r
+}
+
+// Reset makes r a new Recorder for w, as NewRecorder(w, limit) returns, so
+// that a Recorder can live inside a larger per-request struct.
+func (r *Recorder) Reset(w http.ResponseWriter, limit int) {
+	*r = Recorder{w: w, limit: max(limit, 0)}
 }
 
 // Header returns the wrapped writer's header map.

@@ -592,3 +592,22 @@ func BenchmarkRecorder(b *testing.B) {
 		}
 	}
 }
+
+func TestRecorderResetStartsAfresh(t *testing.T) {
+	first := httptest.NewRecorder()
+	rec := NewRecorder(first, 4)
+	rec.WriteHeader(http.StatusCreated)
+	_, _ = rec.Write([]byte("too long"))
+	require.True(t, rec.Overflowed())
+
+	second := httptest.NewRecorder()
+	rec.Reset(second, 16)
+	require.Zero(t, rec.Status())
+	require.Nil(t, rec.HeaderSnapshot())
+	require.False(t, rec.Overflowed())
+	_, _ = rec.Write([]byte("fits"))
+	require.Equal(t, http.StatusOK, rec.Status())
+	require.Equal(t, "fits", string(rec.Body()))
+	require.Equal(t, "fits", second.Body.String())
+	require.Equal(t, "too long", first.Body.String())
+}
