@@ -23,7 +23,6 @@
 package idempotency
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
@@ -125,7 +124,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // that already holds the key: a replay, a 422, or for a key in flight, a 409
 // or a wait.
 func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
-	token := rand.Text()
+	token := newToken()
 	if m.tryClaim(w, r, c, token) {
 		return
 	}
