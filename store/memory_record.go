@@ -6,8 +6,8 @@ import (
 )
 
 // memRecord is one key's record in a Memory store, kept by value in the map
-// so that claiming a new key allocates nothing of its own. Its header and
-// body are never written after the record is built, so they may be read
+// so that claiming a new key allocates nothing of its own. Its body and
+// header are never written after the record is built, so they may be read
 // after the store's mutex is released.
 type memRecord struct {
 	state       State
@@ -16,8 +16,8 @@ type memRecord struct {
 	fence       int64
 	expires     time.Duration // on the store's monotonic clock
 	status      int
-	header      []string // name, value pairs; a name's values are adjacent
-	body        []byte
+	body        []byte // the response body; header follows it in one array
+	header      []byte // header fields, each as in appendField
 }
 
 // heldBy reports whether owner holds r: r is in flight under owner's token
@@ -37,59 +37,86 @@ func (r *memRecord) view(now time.Duration) Record {
 		TTL:         r.expires - now,
 	}
 	if r.state == StateCompleted {
-		rec.Response = r.response()
+		body := make([]byte, len(r.body))
+		copy(body, r.body)
+		rec.Response = &Response{Status: r.status, Header: decodeHeader(r.header), Body: body}
 	}
 	return rec
 }
 
-// response returns a copy of the stored response. Its Header and Body are
-// never nil.
-func (r *memRecord) response() *Response {
-	header := make(http.Header, r.headerNames())
-	values := make([]string, len(r.header)/2)
-	for i := 0; i < len(r.header); {
-		name, first := r.header[i], i/2
-		for ; i < len(r.header) && r.header[i] == name; i += 2 {
-			values[i/2] = r.header[i+1]
-		}
-		header[name] = values[first : i/2 : i/2]
-	}
-	body := make([]byte, len(r.body))
-	copy(body, r.body)
-	return &Response{Status: r.status, Header: header, Body: body}
-}
-
-// headerNames counts the distinct names in r.header.
-func (r *memRecord) headerNames() int {
-	n := 0
-	for i := 0; i < len(r.header); i += 2 {
-		if i == 0 || r.header[i] != r.header[i-2] {
-			n++
-		}
-	}
-	return n
-}
-
-// storedResponse returns a completed record holding a copy of resp: one
-// allocation for the header, one for the body. Strings are immutable, so
-// the header's names and values are shared, not copied.
+// storedResponse returns a completed record holding a copy of resp, made
+// with one allocation: the body, then every header field encoded.
 func storedResponse(resp *Response) memRecord {
-	r := memRecord{state: StateCompleted, status: resp.Status}
-	n := 0
-	for _, vs := range resp.Header {
-		n += len(vs)
-	}
-	if n > 0 {
-		r.header = make([]string, 0, 2*n)
-		for name, vs := range resp.Header {
-			for _, v := range vs {
-				r.header = append(r.header, name, v)
-			}
+	size := len(resp.Body)
+	for name, values := range resp.Header {
+		for _, v := range values {
+			size += fieldLen(name) + fieldLen(v)
 		}
 	}
-	if len(resp.Body) > 0 {
-		r.body = make([]byte, len(resp.Body))
-		copy(r.body, resp.Body)
+	r := memRecord{state: StateCompleted, status: resp.Status}
+	if size == 0 {
+		return r
 	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, resp.Body...)
+	n := len(buf)
+	for name, values := range resp.Header {
+		for _, v := range values {
+			buf = appendField(appendField(buf, name), v)
+		}
+	}
+	r.body, r.header = buf[:n:n], buf[n:]
 	return r
+}
+
+// fieldLen is how many bytes appendField adds for s.
+func fieldLen(s string) int { return 4 + len(s) }
+
+// appendField appends s to buf, preceded by its length as four bytes,
+// little-endian. A header field is its name then its value; the fields of
+// one name are adjacent, in the order of its values.
+func appendField(buf []byte, s string) []byte {
+	n := len(s)
+	buf = append(buf, byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
+	return append(buf, s...)
+}
+
+// cutField returns the first field of enc and the rest.
+func cutField(enc string) (field, rest string) {
+	n := int(enc[0]) | int(enc[1])<<8 | int(enc[2])<<16 | int(enc[3])<<24
+	return enc[4 : 4+n], enc[4+n:]
+}
+
+// decodeHeader returns a new header holding the encoded fields. Every name
+// and value is a substring of one copy of enc, and every value slice a part
+// of one array, so it allocates the same few times however many fields
+// there are. The header is never nil.
+func decodeHeader(enc []byte) http.Header {
+	s := string(enc)
+	fields, names := 0, 0
+	var prev string
+	for rest := s; rest != ""; fields++ {
+		var name string
+		name, rest = cutField(rest)
+		_, rest = cutField(rest)
+		if fields == 0 || name != prev {
+			names, prev = names+1, name
+		}
+	}
+	h := make(http.Header, names)
+	values := make([]string, fields)
+	for i, rest := 0, s; rest != ""; {
+		name, _ := cutField(rest)
+		start := i
+		for rest != "" {
+			next, after := cutField(rest)
+			if next != name {
+				break
+			}
+			values[i], rest = cutField(after)
+			i++
+		}
+		h[name] = values[start:i:i]
+	}
+	return h
 }
