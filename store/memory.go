@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// DefaultMaxRecords is how many records a Memory store holds unless
+// defaultMaxRecords is how many records a Memory store holds unless
 // WithMaxRecords says otherwise.
-const DefaultMaxRecords = 100_000
+const defaultMaxRecords = 100_000
 
 // never is a deadline later than any the store can reach.
 const never = time.Duration(math.MaxInt64)
@@ -22,8 +22,9 @@ const never = time.Duration(math.MaxInt64)
 // Postgres store instead.
 //
 // Leases and retentions run on the process's monotonic clock, so changes to
-// the wall clock do not move them. A record whose lease or retention has
-// ended counts as absent: Claim takes it over, and nothing else sees it.
+// the wall clock do not move them. The next Claim takes over a record whose
+// lease or retention has ended; until then, the owner of a lapsed lease may
+// still renew, complete or release its record (see Renew).
 //
 // The store is bounded by WithMaxRecords. Expired records are swept, under
 // the lock and without a background goroutine, before a new key is inserted
@@ -52,8 +53,8 @@ var _ Store = (*Memory)(nil)
 type MemoryOption func(*Memory)
 
 // WithMaxRecords caps the number of records the store holds, in flight or
-// done, including expired ones not yet swept. Defaults to DefaultMaxRecords
-// (100000). It panics if n is not positive.
+// done, including expired ones not yet swept. Defaults to 100000. It
+// panics if n is not positive.
 func WithMaxRecords(n int) MemoryOption {
 	if n <= 0 {
 		panic("store: WithMaxRecords expects n > 0")
@@ -65,7 +66,7 @@ func WithMaxRecords(n int) MemoryOption {
 func NewMemory(opts ...MemoryOption) *Memory {
 	m := &Memory{
 		records: make(map[string]memRecord),
-		max:     DefaultMaxRecords,
+		max:     defaultMaxRecords,
 		start:   time.Now(),
 		nextExp: never,
 	}
@@ -76,11 +77,12 @@ func NewMemory(opts ...MemoryOption) *Memory {
 }
 
 // Claim implements Store. A key that is missing (never claimed, released,
-// or swept) gets fencing number 1. A record whose lease or retention has
-// ended but that is not yet swept is taken over in place, with the fencing
-// number one above the previous one. A live record is returned unchanged,
-// without its owner's token. Claim returns ErrFull (wrapped) when a new key
-// finds the store full of live records.
+// or swept) is claimed with fencing number 1. A record whose lease or
+// retention has ended but that is not yet swept is taken over in place,
+// with the fencing number one above the previous one. A live record (a
+// duplicate) is returned unchanged, without its owner's token and with a
+// copy of its response. Claim returns ErrFull (wrapped) when a new key finds
+// the store full of live records.
 func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease time.Duration) (Record, bool, error) {
 	m.mu.Lock()
 	now := m.now()
@@ -114,8 +116,10 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	}, true, nil
 }
 
-// Renew implements Store. The owner of an in-flight record whose lease has
-// ended but that nobody has taken over still holds it, and may renew it.
+// Renew implements Store. It returns ErrNotOwner if key is missing,
+// completed, or in flight under another lease. The owner of an in-flight
+// record whose lease has ended but that nobody has taken over still holds
+// it, and may renew it.
 func (m *Memory) Renew(_ context.Context, key string, owner Lease, lease time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -129,9 +133,10 @@ func (m *Memory) Renew(_ context.Context, key string, owner Lease, lease time.Du
 	return nil
 }
 
-// Complete implements Store. As with Renew, an owner whose lease has ended
-// may still complete the record while nobody has taken it over. Header keys
-// without values are not stored.
+// Complete implements Store. It returns ErrNotOwner if key is missing,
+// already completed, or in flight under another lease. As with Renew, an
+// owner whose lease has ended may still complete the record while nobody
+// has taken it over. Header keys without values are not stored.
 func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Response, retention time.Duration) error {
 	done := memRecord{state: StateUnreplayable}
 	if resp != nil {
@@ -150,8 +155,11 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	return nil
 }
 
-// Release implements Store. The key becomes missing, so the next Claim
-// starts its fencing again at 1.
+// Release implements Store. It returns ErrNotOwner if key is missing,
+// completed, or in flight under another lease. As with Renew, an owner
+// whose lease has ended may still release the record while nobody has
+// taken it over. The key becomes missing, so the next Claim starts its
+// fencing again at 1.
 func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

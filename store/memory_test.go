@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"crypto/rand"
 	"fmt"
 	"math"
 	"net/http"
@@ -16,8 +17,11 @@ import (
 const (
 	lease     = time.Minute
 	retention = time.Hour
-	short     = 100 * time.Millisecond
-	pastShort = 300 * time.Millisecond
+	// short is a lease or retention meant to expire during a test, long
+	// enough for the calls that must see it live to come first even on a
+	// loaded machine; pastShort is well past it.
+	short     = 250 * time.Millisecond
+	pastShort = 600 * time.Millisecond
 )
 
 func TestMemoryConformance(t *testing.T) {
@@ -27,7 +31,7 @@ func TestMemoryConformance(t *testing.T) {
 // claim claims key on m with a fresh token and requires no error.
 func claim(t *testing.T, m *store.Memory, key string, d time.Duration) (store.Record, bool) {
 	t.Helper()
-	rec, ok, err := m.Claim(t.Context(), key, "fp-"+key, fmt.Sprint("token-", time.Now().UnixNano()), d)
+	rec, ok, err := m.Claim(t.Context(), key, "fp-"+key, rand.Text(), d)
 	require.NoError(t, err)
 	return rec, ok
 }

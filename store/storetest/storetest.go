@@ -21,8 +21,8 @@
 //
 // Timing: leases and retentions in the suite are a few hundred
 // milliseconds at most, and the suite waits well past them (shortLease,
-// pastShortLease) instead of asserting how long anything took. Keys are at
-// most a few hundred bytes of UTF-8 without NUL; a backend may prefix them.
+// pastShortLease) instead of asserting how long anything took. Keys are up
+// to 512 bytes of UTF-8 without NUL; a backend may prefix them.
 package storetest
 
 import (
