@@ -1,0 +1,45 @@
+# make services: start what the tests need (see .ci/services).
+# make test:     services, then gofmt, go vet, staticcheck, the race-enabled
+#                tests against the real services, and brief fuzz runs.
+# make bench:    every benchmark six times into .bench/new.txt, compared by
+#                benchstat with the previous run, then the store engineers'
+#                side-by-side comparisons with redis-benchmark and pgbench.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+
+# The services .ci/services starts; override on the command line
+# (make test DATABASE_URL=...), not from the environment.
+export REDIS_URL := redis://127.0.0.1:6379/0
+export REDIS_CLUSTER_ADDRS := 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
+export DATABASE_URL := postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+FUZZTIME := 10s
+
+.PHONY: services test bench
+
+services:
+	.ci/services
+
+test: services
+	@unformatted=$$(gofmt -l .); \
+	if [ -n "$$unformatted" ]; then echo "gofmt -l lists:"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
+	go run $(STATICCHECK) ./...
+	go test -race -count=1 ./...
+	go test -run='^$$' -fuzz='^FuzzParseKey$$' -fuzztime=$(FUZZTIME) ./httpx
+	go test -run='^$$' -fuzz='^FuzzRecorder$$' -fuzztime=$(FUZZTIME) ./httpx
+
+bench: services
+	mkdir -p .bench
+	if [ -f .bench/new.txt ]; then mv .bench/new.txt .bench/old.txt; fi
+	go test -run='^$$' -bench=. -benchmem -count=6 ./... | tee .bench/new.txt
+	if [ -f .bench/old.txt ]; then \
+		go run $(BENCHSTAT) .bench/old.txt .bench/new.txt; \
+	else \
+		go run $(BENCHSTAT) .bench/new.txt; \
+	fi
+	for script in .ci/bench-redis .ci/bench-postgres; do \
+		if [ -x "$$script" ]; then "$$script"; fi; \
+	done
