@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// privateRedis is a redis-server that one test owns, on a free loopback
+// port. It writes every change to an append-only file in a temporary
+// directory, with an fsync each time, so that after Stop and Start it comes
+// back with all its data: an outage, not a data loss.
+type privateRedis struct {
+	t      *testing.T
+	bin    string
+	port   string
+	dir    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// startPrivateRedis starts a private redis-server, stopped when the test
+// ends. Like every Redis test it runs only when REDIS_URL is set, and then
+// it needs redis-server on PATH.
+func startPrivateRedis(t *testing.T) *privateRedis {
+	t.Helper()
+	redisURL(t)
+	bin, err := exec.LookPath("redis-server")
+	require.NoError(t, err, "REDIS_URL is set, and this test also needs redis-server on PATH")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	require.NoError(t, err)
+	require.NoError(t, ln.Close())
+	r := &privateRedis{t: t, bin: bin, port: port, dir: t.TempDir()}
+	r.Start()
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// URL is the server's address as -redis-url takes it.
+func (r *privateRedis) URL() string { return "redis://127.0.0.1:" + r.port + "/0" }
+
+// Start starts the server, with the data it had when it was stopped, and
+// returns once it answers PING.
+func (r *privateRedis) Start() {
+	r.t.Helper()
+	r.cmd = exec.Command(r.bin, "--port", r.port, "--bind", "127.0.0.1", "--dir", r.dir,
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always")
+	r.cmd.SysProcAttr = workerAttr() // stopped with this test binary, should it die
+	require.NoError(r.t, r.cmd.Start())
+	r.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) {
+		_ = cmd.Wait()
+		close(exited)
+	}(r.cmd, r.exited)
+
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + r.port, MaxRetries: -1})
+	defer client.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for client.Ping(context.Background()).Err() != nil {
+		select {
+		case <-r.exited:
+			r.t.Fatalf("redis-server on port %s exited at start-up", r.port)
+		default:
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("redis-server on port %s does not answer after 30s", r.port)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop shuts the server down and waits until it has exited; its port then
+// refuses connections. Stopping a stopped server does nothing.
+func (r *privateRedis) Stop() {
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.exited:
+	case <-time.After(30 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.exited
+	}
+	r.cmd = nil
+}
+
+// client returns a go-redis client of the server, closed when the test
+// ends, for looking at what the example stored.
+func (r *privateRedis) client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + r.port})
+	r.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
