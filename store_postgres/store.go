@@ -15,8 +15,9 @@
 //
 // The store never creates its table on its own: call Migrate once at
 // start-up (every worker may call it at once), or apply schema.sql by hand.
-// Expired rows stay in the table, invisible to Claim, until DeleteExpired or
-// the sweeper started by StartSweeper removes them.
+// Expired rows count as absent for Claim, which overwrites them, and stay in
+// the table until DeleteExpired or the sweeper started by StartSweeper
+// removes them.
 package pgstore
 
 import (
