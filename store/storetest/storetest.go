@@ -12,6 +12,8 @@
 //   - Renew, Complete and Release succeed only for the exact lease (token
 //     and fencing number) that holds the key in flight; anything else gets
 //     an error matching store.ErrNotOwner and changes nothing.
+//   - Complete with a response makes the key completed, with a nil one
+//     unreplayable; Release deletes the record so the next Claim wins.
 //   - Leases and retentions expire on the store's clock; Renew moves the
 //     lease's end.
 //   - Exactly one of many concurrent claims on a key wins.
@@ -19,10 +21,12 @@
 //     (arbitrary bytes, not only UTF-8), in order, and the body byte for
 //     byte; what Claim returns is a copy.
 //
-// Timing: leases and retentions in the suite are a few hundred
-// milliseconds at most, and the suite waits well past them (shortLease,
-// pastShortLease) instead of asserting how long anything took. Keys are up
-// to 512 bytes of UTF-8 without NUL; a backend may prefix them.
+// Timing: the leases and retentions the suite lets expire are 150 or 300
+// ms long, and the suite sleeps well past them (400 or 800 ms) instead of
+// asserting how long anything took, so a store passes if its expiry is
+// never more than 250 ms late. The whole suite takes a few seconds, most
+// of it in the concurrent claims. Keys are up to 512 bytes of UTF-8
+// without NUL; a backend may prefix them.
 package storetest
 
 import (
