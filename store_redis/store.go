@@ -102,7 +102,15 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	r := &reply{v: v}
+	rec, claimed, err := decodeClaim(&reply{v: v}, fingerprint, token, lease)
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	return rec, claimed, nil
+}
+
+// decodeClaim turns claimScript's reply into what Claim returns.
+func decodeClaim(r *reply, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
 	if r.int(0) == 1 {
 		rec := store.Record{
 			State:       store.StateInFlight,
@@ -110,7 +118,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 			Owner:       store.Lease{Token: token, Fence: r.int(1)},
 			TTL:         lease,
 		}
-		return rec, true, r.err("claim")
+		return rec, true, r.err()
 	}
 	rec := store.Record{
 		State:       store.State(r.int(1)),
@@ -118,15 +126,13 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		Owner:       store.Lease{Fence: r.int(3)},
 		TTL:         time.Duration(r.int(4)) * time.Millisecond,
 	}
-	if rec.State == store.StateCompleted {
-		status, err := strconv.Atoi(r.str(5))
-		header, herr := decodeHeader([]byte(r.str(6)))
-		if err = errors.Join(err, herr); err != nil {
-			return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
-		}
-		rec.Response = &store.Response{Status: status, Header: header, Body: []byte(r.str(7))}
+	if rec.State != store.StateCompleted {
+		return rec, false, r.err()
 	}
-	return rec, false, r.err("claim")
+	status, err := strconv.Atoi(r.str(5))
+	header, herr := decodeHeader([]byte(r.str(6)))
+	rec.Response = &store.Response{Status: status, Header: header, Body: []byte(r.str(7))}
+	return rec, false, errors.Join(r.err(), err, herr)
 }
 
 // Renew implements store.Store. The lease is reset to lease from now on
@@ -195,9 +201,9 @@ func (r *reply) at(i int) any {
 	return nil
 }
 
-func (r *reply) err(op string) error {
+func (r *reply) err() error {
 	if r.bad {
-		return fmt.Errorf("redisstore: %s: malformed reply %v", op, r.v)
+		return fmt.Errorf("malformed reply %v", r.v)
 	}
 	return nil
 }

@@ -188,3 +188,25 @@ func TestMisconfigurationPanics(t *testing.T) {
 		redisstore.New(client, redisstore.WithAbandonedRetention(0))
 	})
 }
+
+// TestCorruptRecord: a record the store did not write (a stray HSET, a
+// half-restored backup) makes Claim return an error, never panic or invent
+// a response.
+func TestCorruptRecord(t *testing.T) {
+	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
+		s, prefix := newStore(t, client)
+		ctx := t.Context()
+		for key, fields := range map[string][]any{
+			"bad-status": {"state", "2", "fp", "fp", "fence", "1", "status", "abc", "header", "", "body", ""},
+			"bad-header": {"state", "2", "fp", "fp", "fence", "1", "status", "201", "header", "\x05", "body", ""},
+			"no-fence":   {"state", "1", "fp", "fp", "token", "t"},
+		} {
+			require.NoError(t, client.HSet(ctx, prefix+"{"+key+"}", fields...).Err())
+			rec, claimed, err := s.Claim(ctx, key, "fp", "token", time.Minute)
+			require.Error(t, err, key)
+			assert.Regexp(t, `^redisstore: claim: `, err.Error(), key)
+			assert.False(t, claimed, key)
+			assert.Equal(t, store.Record{}, rec, key)
+		}
+	})
+}
