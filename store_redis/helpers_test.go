@@ -27,10 +27,15 @@ var servers = []server{
 	{"cluster", cluster},
 }
 
-// forEachServer runs test once per deployment, as a subtest named after it.
+// forEachServer runs test once per deployment, as parallel subtests named
+// after them.
 func forEachServer(t *testing.T, test func(t *testing.T, client redis.UniversalClient)) {
 	for _, srv := range servers {
-		t.Run(srv.name, func(t *testing.T) { test(t, srv.client(t)) })
+		t.Run(srv.name, func(t *testing.T) {
+			client := srv.client(t)
+			t.Parallel()
+			test(t, client)
+		})
 	}
 }
 

@@ -130,7 +130,7 @@ func TestStaleCompleteChangesNothing(t *testing.T) {
 func TestFenceGrowsAcrossTakeovers(t *testing.T) {
 	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
 		const lease = 50 * time.Millisecond
-		s, _ := newStore(t, client, redisstore.WithAbandonedRetention(time.Second))
+		s, _ := newStore(t, client, redisstore.WithAbandonedRetention(2*time.Second))
 		ctx := t.Context()
 		for want := int64(1); want <= 3; want++ {
 			rec, claimed, err := s.Claim(ctx, "crashy", "fp", "token", lease)
@@ -139,7 +139,7 @@ func TestFenceGrowsAcrossTakeovers(t *testing.T) {
 			require.Equal(t, want, rec.Owner.Fence, "takeover %d", want)
 			time.Sleep(4 * lease)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(2500 * time.Millisecond)
 		rec, claimed, err := s.Claim(ctx, "crashy", "fp", "token", lease)
 		require.NoError(t, err)
 		require.True(t, claimed)
