@@ -12,6 +12,10 @@ import (
 // WithMaxRecords says otherwise.
 const defaultMaxRecords = 100_000
 
+// defaultMaxBytes is how many bytes of stored responses a Memory store
+// holds unless WithMaxBytes says otherwise.
+const defaultMaxBytes = 256 << 20
+
 // never is a deadline later than any the store can reach.
 const never = time.Duration(math.MaxInt64)
 
@@ -33,18 +37,24 @@ const never = time.Duration(math.MaxInt64)
 // key returns ErrFull; keys already present are claimed, renewed, completed
 // and released as usual. There is nothing to close.
 //
+// The stored responses are bounded too, by WithMaxBytes. A response that
+// does not fit, even after a sweep, is not stored: its key is completed as
+// done but not replayable, so that its request never runs twice.
+//
 // Responses are copied in by Complete and out by Claim: neither the caller's
 // later changes nor the store's are visible to the other. The context
 // arguments are not used: no operation waits for anything but the store's
 // mutex. A Memory is safe for concurrent use and must not be copied after
 // first use.
 type Memory struct {
-	mu      sync.Mutex
-	records map[string]memRecord
-	max     int
-	start   time.Time     // origin of the store's monotonic clock
-	nextExp time.Duration // no record expires before this instant
-	inserts int           // new keys since the last sweep
+	mu       sync.Mutex
+	records  map[string]memRecord
+	max      int
+	bytes    int // response bytes held by records, live or expired
+	maxBytes int
+	start    time.Time     // origin of the store's monotonic clock
+	nextExp  time.Duration // no record expires before this instant
+	inserts  int           // new keys since the last sweep
 }
 
 var _ Store = (*Memory)(nil)
@@ -62,13 +72,25 @@ func WithMaxRecords(n int) MemoryOption {
 	return func(m *Memory) { m.max = n }
 }
 
+// WithMaxBytes caps the bytes of stored responses (bodies and headers) the
+// store holds. A response that would go over the cap is not stored, and its
+// key is completed as done but not replayable. Defaults to 256 MiB. It
+// panics if n is not positive.
+func WithMaxBytes(n int) MemoryOption {
+	if n <= 0 {
+		panic("store: WithMaxBytes expects n > 0")
+	}
+	return func(m *Memory) { m.maxBytes = n }
+}
+
 // NewMemory returns an empty in-memory store configured by opts.
 func NewMemory(opts ...MemoryOption) *Memory {
 	m := &Memory{
-		records: make(map[string]memRecord),
-		max:     defaultMaxRecords,
-		start:   time.Now(),
-		nextExp: never,
+		records:  make(map[string]memRecord),
+		max:      defaultMaxRecords,
+		maxBytes: defaultMaxBytes,
+		start:    time.Now(),
+		nextExp:  never,
 	}
 	for _, opt := range opts {
 		opt(m)
@@ -94,6 +116,7 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	fence := int64(1)
 	if ok {
 		fence = r.fence + 1
+		m.bytes -= r.size()
 	} else if !m.makeRoom(now) {
 		m.mu.Unlock()
 		return Record{}, false, fmt.Errorf("%w: %d live records", ErrFull, m.max)
@@ -136,7 +159,9 @@ func (m *Memory) Renew(_ context.Context, key string, owner Lease, lease time.Du
 // Complete implements Store. It returns ErrNotOwner if key is missing,
 // already completed, or in flight under another lease. As with Renew, an
 // owner whose lease has ended may still complete the record while nobody
-// has taken it over. Header keys without values are not stored.
+// has taken it over. Header keys without values are not stored. A response
+// that does not fit under WithMaxBytes, even after a sweep, completes the
+// key as done but not replayable.
 func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Response, retention time.Duration) error {
 	done := memRecord{state: StateUnreplayable}
 	if resp != nil {
@@ -148,6 +173,10 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	if !ok || !r.heldBy(owner) {
 		return ErrNotOwner
 	}
+	if !m.fits(done.size()) {
+		done = memRecord{state: StateUnreplayable}
+	}
+	m.bytes += done.size()
 	done.fingerprint, done.fence = r.fingerprint, r.fence
 	done.expires = deadline(m.now(), retention)
 	m.records[key] = done
@@ -168,6 +197,7 @@ func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
 		return ErrNotOwner
 	}
 	delete(m.records, key)
+	m.bytes -= r.size()
 	return nil
 }
 
@@ -190,12 +220,25 @@ func (m *Memory) makeRoom(now time.Duration) bool {
 	return len(m.records) < m.max
 }
 
+// fits reports whether size more response bytes fit under the cap,
+// sweeping expired records first when that could make room.
+func (m *Memory) fits(size int) bool {
+	if m.bytes+size <= m.maxBytes {
+		return true
+	}
+	if now := m.now(); now >= m.nextExp {
+		m.sweep(now)
+	}
+	return m.bytes+size <= m.maxBytes
+}
+
 // sweep deletes every record expired at now and recomputes nextExp.
 func (m *Memory) sweep(now time.Duration) {
 	next := never
 	for k, r := range m.records {
 		if r.expires <= now {
 			delete(m.records, k)
+			m.bytes -= r.size()
 			continue
 		}
 		next = min(next, r.expires)

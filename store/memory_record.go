@@ -20,6 +20,9 @@ type memRecord struct {
 	header      []byte // header fields, each as in appendField
 }
 
+// size is the number of response bytes r holds.
+func (r *memRecord) size() int { return len(r.body) + len(r.header) }
+
 // heldBy reports whether owner holds r: r is in flight under owner's token
 // and fencing number. An empty token holds nothing.
 func (r *memRecord) heldBy(owner Lease) bool {

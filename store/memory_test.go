@@ -202,6 +202,32 @@ func TestWithMaxRecordsPanicsOnBadInput(t *testing.T) {
 	}
 }
 
+func TestMemoryByteCap(t *testing.T) {
+	t.Parallel()
+	m := store.NewMemory(store.WithMaxBytes(1000))
+	complete := func(key string, body []byte, retention time.Duration) store.Record {
+		t.Helper()
+		owner := mustClaim(t, m, key, lease)
+		require.NoError(t, m.Complete(t.Context(), key, owner, &store.Response{Status: 201, Body: body}, retention))
+		rec, ok := claim(t, m, key, lease)
+		require.False(t, ok)
+		return rec
+	}
+	require.Equal(t, store.StateCompleted, complete("small", make([]byte, 600), 100*time.Millisecond).State)
+	rec := complete("no-room", make([]byte, 600), time.Hour)
+	require.Equal(t, store.StateUnreplayable, rec.State, "over the cap: done, not replayable")
+	require.Nil(t, rec.Response)
+
+	time.Sleep(250 * time.Millisecond) // "small" expires; its bytes are freed by a sweep
+	require.Equal(t, store.StateCompleted, complete("fits-again", make([]byte, 900), time.Hour).State)
+	require.Equal(t, store.StateUnreplayable, complete("too-big", make([]byte, 1001), time.Hour).State)
+}
+
+func TestWithMaxBytesPanicsOnBadInput(t *testing.T) {
+	t.Parallel()
+	require.PanicsWithValue(t, "store: WithMaxBytes expects n > 0", func() { store.WithMaxBytes(0) })
+}
+
 // BenchmarkMemory measures the store's share of the middleware's cost: a
 // first request (claim a new key, complete it with a 1 KiB JSON response)
 // and a duplicate (claim a completed key, which copies the response out).
