@@ -111,7 +111,8 @@ func startExample(t testing.TB, args ...string) *exampleProc {
 	cmd := exec.Command(bin, append([]string{"-addr", addr}, args...)...)
 	p := &exampleProc{URL: "http://" + addr, t: t, cmd: cmd, log: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
-	cmd.SysProcAttr = workerAttr() // stopped with this test binary, should it die
+	cmd.SysProcAttr = workerAttr()   // stopped with this test binary, should it die
+	cmd.WaitDelay = 10 * time.Second // workers left behind must not hold its log open forever
 	require.NoError(t, cmd.Start())
 	go func() {
 		p.waitErr = cmd.Wait()
@@ -183,7 +184,9 @@ func (p *exampleProc) Pids() []int {
 func (p *exampleProc) Kill(pid int) {
 	p.t.Helper()
 	require.Contains(p.t, p.Pids(), pid, "not a live worker of this example")
-	require.NoError(p.t, syscall.Kill(pid, syscall.SIGKILL))
+	proc, err := os.FindProcess(pid)
+	require.NoError(p.t, err)
+	require.NoError(p.t, proc.Kill())
 	if pid == p.cmd.Process.Pid {
 		<-p.exited
 		p.stopped = true
@@ -242,6 +245,10 @@ type stormResult struct {
 	conflicts int            // 409 answers, each retried
 	workers   map[string]int // final answers per X-Worker-Pid
 }
+
+// retryTimeout is how long a client of the storm retries 409s before it
+// gives up, failing the storm.
+const retryTimeout = time.Minute
 
 // stormInFlight bounds the requests of a storm in flight at once, below
 // what the race detector allows in goroutines.
@@ -342,8 +349,10 @@ func runStorm(t testing.TB, baseURL string, keys, dups int) stormResult {
 
 // postUntilDone posts body under key until the answer is not a 409,
 // waiting Retry-After (capped to 200 ms) between tries. It returns that
-// answer and the number of 409s before it.
+// answer and the number of 409s before it, or an error if it still gets
+// 409 after retryTimeout.
 func postUntilDone(client *http.Client, baseURL, key, body string) (stormResponse, int, error) {
+	deadline := time.Now().Add(retryTimeout)
 	for conflicts := 0; ; conflicts++ {
 		req, err := http.NewRequest(http.MethodPost, baseURL+"/payments", strings.NewReader(body))
 		if err != nil {
@@ -372,8 +381,8 @@ func postUntilDone(client *http.Client, baseURL, key, body string) (stormRespons
 				worker:   resp.Header.Get("X-Worker-Pid"),
 			}, conflicts, nil
 		}
-		if conflicts == 1000 {
-			return stormResponse{}, conflicts, fmt.Errorf("still 409 after %d tries", conflicts)
+		if time.Now().After(deadline) {
+			return stormResponse{}, conflicts, fmt.Errorf("still 409 after %d tries in %v", conflicts+1, retryTimeout)
 		}
 		wait := 200 * time.Millisecond
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {

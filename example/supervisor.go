@@ -49,7 +49,11 @@ func superviseWorkers(ctx context.Context, cfg config, logger *slog.Logger) erro
 		return cmd
 	}}
 	logger.Info("supervisor started", "pid", os.Getpid(), "workers", cfg.workers)
-	return s.run(ctx)
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	logger.Info("supervisor stopped", "pid", os.Getpid())
+	return nil
 }
 
 // supervisor keeps a number of worker processes running: it starts them,
