@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/seed43327c4c/idempotency/httpx"
 	"github.com/seed43327c4c/idempotency/store"
@@ -142,13 +143,14 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 	if m.txStore != nil {
 		return m.tryClaimInTx(w, r, c, token)
 	}
+	claimedAt := time.Now()
 	rec, claimed, err := m.store.Claim(r.Context(), c.key, c.fingerprint, token, m.lease)
 	switch {
 	case err != nil:
 		m.storeFailed(w, r, fmt.Errorf("idempotency: claim: %w", err))
 		return true
 	case claimed:
-		m.run(w, r, c, rec.Owner)
+		m.run(w, r, c, rec.Owner, claimedAt)
 		return true
 	default:
 		return m.answerFromRecord(w, c, rec)

@@ -1,7 +1,9 @@
 package idempotency_test
 
 import (
+	"context"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,4 +86,33 @@ func TestExpiredLeaseIsTakenOverAndTheOldOwnerIsRefused(t *testing.T) {
 	require.Equal(t, "true", dup.Header.Get("Idempotent-Replayed"))
 	require.Equal(t, "{}", readAll(t, dup), "B's response, not A's")
 	require.EqualValues(t, 1, bRuns.runs.Load())
+}
+
+// renewFailer fails the first renewals it is asked for, as a store that
+// times out for a moment does.
+type renewFailer struct {
+	store.Store
+	failures atomic.Int64
+}
+
+func (s *renewFailer) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
+	if s.failures.Add(-1) >= 0 {
+		return errStoreDown
+	}
+	return s.Store.Renew(ctx, key, owner, lease)
+}
+
+func TestFailedRenewalIsRetriedBeforeTheLeaseLapses(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	s := &renewFailer{Store: store.NewMemory()}
+	s.failures.Store(3)
+	errs := &errorLog{}
+	h := &paymentHandler{delay: 2 * lease}
+	mw := idempotency.New(idempotency.WithStore(s), idempotency.WithLease(lease), errs.option())(h)
+	done := startFirst(t, mw, h, "k", "{}")
+	time.Sleep(lease + lease/4) // past the first lease: only a renewal keeps the key
+	require.Equal(t, http.StatusConflict, post(mw, "k", "{}").StatusCode, "the key is still held")
+	<-done
+	require.EqualValues(t, 1, h.runs.Load())
+	require.Len(t, errs.all(), 3, "every failed renewal is reported")
 }

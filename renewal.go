@@ -14,8 +14,11 @@ import (
 // leaseKeeper renews the leases of the keys whose handlers are running, so
 // that a handler may run far longer than one lease. One goroutine per
 // middleware does the watching, and only while some lease is held: it wakes
-// every sixth of the lease and renews, each in its own goroutine, every lease
-// last renewed a third of the lease ago or more. Renewal checks ownership: if
+// every twelfth of the lease and renews, each in its own goroutine, every
+// lease whose last successful renewal (or claim) started a third of the lease
+// ago or more. A renewal that fails is tried again at the next wake-up, so a
+// lease is renewed at least twice more before it could lapse, however slow
+// the store is to answer. Renewal checks ownership: if
 // the store says the lease was lost (taken over after a long store outage),
 // that lease is no longer renewed and the error handler is told; the
 // handler's outcome will then be refused by the store rather than overwrite
@@ -35,14 +38,14 @@ type heldLease struct {
 
 	mu        sync.Mutex // held during a renewal, so release waits for it
 	renewing  bool       // guarded by leaseKeeper.mu
-	renewedAt time.Time  // guarded by leaseKeeper.mu
+	renewedAt time.Time  // when the last successful renewal started; guarded by leaseKeeper.mu
 	stopped   bool
 }
 
-// keep starts renewing owner's lease of key, tracked in l, until l is
-// stopped.
-func (k *leaseKeeper) keep(l *heldLease, r *http.Request, key string, owner store.Lease) {
-	*l = heldLease{r: r, key: key, owner: owner, renewedAt: time.Now()}
+// keep starts renewing owner's lease of key, claimed at claimedAt, tracked
+// in l, until l is stopped.
+func (k *leaseKeeper) keep(l *heldLease, r *http.Request, key string, owner store.Lease, claimedAt time.Time) {
+	*l = heldLease{r: r, key: key, owner: owner, renewedAt: claimedAt}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.held[l] = struct{}{}
@@ -66,7 +69,7 @@ func (k *leaseKeeper) stop(l *heldLease) {
 // watch renews due leases until none is held.
 func (k *leaseKeeper) watch() {
 	every := k.m.lease / 3
-	ticker := time.NewTicker(max(every/2, time.Millisecond))
+	ticker := time.NewTicker(max(k.m.lease/12, time.Millisecond))
 	defer ticker.Stop()
 	for now := range ticker.C {
 		k.mu.Lock()
@@ -87,25 +90,29 @@ func (k *leaseKeeper) watch() {
 
 // renew renews l once, unless it was stopped.
 func (k *leaseKeeper) renew(l *heldLease) {
+	started := time.Now()
 	l.mu.Lock()
-	lost := false
+	renewed, lost := false, false
 	if !l.stopped {
-		lost = k.renewOnce(l)
+		renewed, lost = k.renewOnce(l)
 	}
 	l.mu.Unlock()
 
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	l.renewing = false
-	l.renewedAt = time.Now()
+	if renewed {
+		l.renewedAt = started
+	}
 	if lost {
 		delete(k.held, l)
 	}
 }
 
-// renewOnce asks the store to extend l and reports whether the lease was
-// lost. Any other error is reported and the next tick tries again.
-func (k *leaseKeeper) renewOnce(l *heldLease) (lost bool) {
+// renewOnce asks the store to extend l and reports whether it did, or
+// whether the lease was lost. Any other error is reported, and the next
+// wake-up tries again.
+func (k *leaseKeeper) renewOnce(l *heldLease) (renewed, lost bool) {
 	m := k.m
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.r.Context()), m.lease/3)
 	defer cancel()
@@ -113,9 +120,10 @@ func (k *leaseKeeper) renewOnce(l *heldLease) (lost bool) {
 	switch {
 	case errors.Is(err, store.ErrNotOwner):
 		m.errorHandler(l.r, fmt.Errorf("idempotency: lease lost while the handler ran: %w", err))
-		return true
+		return false, true
 	case err != nil:
 		m.errorHandler(l.r, fmt.Errorf("idempotency: renew: %w", err))
+		return false, false
 	}
-	return false
+	return true, false
 }

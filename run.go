@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/seed43327c4c/idempotency/httpx"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
 // run runs the handler for a request whose key this process has just
-// claimed under owner, renewing the lease while it runs, then records or
+// claimed under owner (the claim was sent at claimedAt), renewing the lease while it runs, then records or
 // releases the key:
 //   - a panic, a request context that ended before the handler returned, a
 //     5xx, or a 408, 409, 425 or 429 releases the key so a retry may run;
@@ -19,11 +20,11 @@ import (
 //   - a hijacked or flushed response, or one over the response limit, marks
 //     the key done but not replayable;
 //   - any other response is stored for replay.
-func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner store.Lease) {
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner store.Lease, claimedAt time.Time) {
 	rec := &c.rec
 	rec.Reset(w, m.maxResponseBytes)
 	lease := &c.lease
-	m.leases.keep(lease, r, c.key, owner)
+	m.leases.keep(lease, r, c.key, owner, claimedAt)
 	finished := false
 	defer func() {
 		if finished {
