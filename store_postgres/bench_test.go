@@ -122,10 +122,12 @@ func requireAllCompleted(b *testing.B, s *Store, n int) {
 }
 
 // pgbenchScript is one pair as a pgbench transaction: the store's claim
-// statement for a random new key, its row read into variables, and the
+// statement for a random new key (the key's number doubling as its lock
+// hash), its row read into variables, and the
 // store's complete statement for the fence the claim returned.
 func pgbenchScript(s *Store) string {
-	claim := strings.NewReplacer("$1", ":key", "$2", ":fp", "$3", ":token", "$4", "30000000").Replace(s.sql.claim)
+	claim := strings.NewReplacer("$1", ":key", "$2", ":fp", "$3", ":token", "$4", "30000000",
+		"$5", ":key", "$6", "false").Replace(s.sql.claim)
 	complete := strings.NewReplacer("$1", ":key", "$2", ":token", "$3", ":c_fence", "$4", strconv.Itoa(int(store.StateCompleted)),
 		"$5", strconv.Itoa(benchResponse.Status), "$6", ":header", "$7", ":body", "$8", "86400000000").Replace(s.sql.complete)
 	return fmt.Sprintf("\\set key random(1000000000000000000, 9223372036854775806)\n%s\n\\gset c_\n%s;\n", claim, complete)

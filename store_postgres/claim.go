@@ -2,41 +2,72 @@ package pgstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/seed43327c4c/idempotency/store"
 )
 
 // claimSQL claims key $1 for fingerprint $2 under token $3 for a lease of
-// $4 microseconds, in one statement and one round trip:
+// $4 microseconds, in one statement and one round trip. The key's advisory
+// lock is the table's OID in the high 32 bits XOR $5, a hash of the key
+// (see keyHash), so every process reaching the table locks the same number
+// however it names the table; $6 says whether the lock is taken
+// exclusively (a claim held by a transaction, see TxStore) or shared
+// (Claim).
 //
+//   - guard: before anything touches the row, the statement tries the
+//     transaction-level advisory lock of the key, without waiting. A
+//     transactional claim holds it exclusively until its transaction ends,
+//     so while one is open every other claim of the key fails to take it,
+//     and then inserts and updates nothing: it only reads the committed
+//     row, as the last part below does. Shared holders (plain claims) do
+//     not exclude each other.
 //   - inserted: the key is free, so the row is created (fence 1);
 //   - taken: the row exists but has expired on the database's clock, so it
 //     is taken over; an in-flight row's fence is raised, a finished row past
 //     its retention starts again at 1;
 //   - otherwise the existing row is read and nothing changes.
 //
-// All three parts see one snapshot taken when the statement starts, and
-// none sees the others' writes, which decides two races:
+// The guard is a materialised CTE, evaluated once, and the INSERT's rows
+// come from it through a WHERE on the lock's result, so the lock is tried
+// before the INSERT looks for a conflicting row; the UPDATE's WHERE reads
+// the same result before it locks a row. That order is what keeps a claim
+// from waiting on a transactional claim's uncommitted row: ON CONFLICT
+// waits for an uncommitted conflicting insert, and an UPDATE for a row
+// another transaction has updated, but neither is reached without the
+// lock. The statement always returns one row: held says whether the lock
+// was taken, and the rest is NULL when no row was claimed or read.
+//
+// All parts see one snapshot taken when the statement starts, and none
+// sees the others' writes, which decides two races:
 //
 //   - Two claims of one expired row: both UPDATEs find it, one locks it
 //     first and commits; the other then re-checks its WHERE against the
 //     committed row, which is no longer expired, and updates nothing. Its
 //     fallback SELECT still shows the old, expired row from the snapshot.
 //   - A row inserted by a claim that commits after this statement's
-//     snapshot: ON CONFLICT waits for it and does nothing, yet neither the
-//     UPDATE nor the SELECT can see the row, so no row is returned.
+//     snapshot: ON CONFLICT waits for it (plain claims only: they hold the
+//     lock shared, so both may have it) and does nothing, yet neither the
+//     UPDATE nor the SELECT can see the row, so no row is returned. The
+//     same happens when such a claim committed, and released the lock,
+//     between the snapshot and the lock.
 //
-// Both cases (an expired row returned unclaimed, or no row at all) mean the
-// snapshot is stale; Claim runs the statement again with a fresh one.
+// Both cases (with the lock held: an expired row returned unclaimed, or no
+// row at all) mean the snapshot is stale; the statement is run again with
+// a fresh one.
 const claimSQL = `
-WITH inserted AS (
+WITH guard AS MATERIALIZED (
+    SELECT CASE WHEN $6::boolean THEN pg_try_advisory_xact_lock(lock.number)
+                ELSE pg_try_advisory_xact_lock_shared(lock.number) END AS held
+    FROM (SELECT ('idempotency_keys'::regclass::oid::bigint << 32) # $5::bigint AS number) AS lock
+), inserted AS (
     INSERT INTO idempotency_keys AS t (key, fingerprint, state, token, fence, expires_at)
-    VALUES ($1, $2, 1, $3, 1, statement_timestamp() + $4::bigint * interval '1 microsecond')
+    SELECT $1::bytea, $2::bytea, 1, $3::bytea, 1, statement_timestamp() + $4::bigint * interval '1 microsecond'
+    FROM guard WHERE guard.held
     ON CONFLICT (key) DO NOTHING
     RETURNING t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at
 ), taken AS (
@@ -46,12 +77,13 @@ WITH inserted AS (
         status = NULL, header = NULL, body = NULL,
         expires_at = statement_timestamp() + $4::bigint * interval '1 microsecond'
     WHERE t.key = $1 AND t.expires_at <= statement_timestamp()
-      AND NOT EXISTS (SELECT FROM inserted)
+      AND (SELECT held FROM guard) AND NOT EXISTS (SELECT FROM inserted)
     RETURNING t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at
 )
-SELECT r.claimed, r.state, r.fingerprint, r.fence, r.status, r.header, r.body,
-       (extract(epoch FROM r.expires_at - statement_timestamp()) * 1000000)::bigint
-FROM (
+SELECT guard.held, coalesce(r.claimed, false) AS claimed, coalesce(r.state, 0) AS state,
+       r.fingerprint, coalesce(r.fence, 0) AS fence, r.status, r.header, r.body,
+       coalesce((extract(epoch FROM r.expires_at - statement_timestamp()) * 1000000)::bigint, 0) AS ttl
+FROM guard LEFT JOIN (
     SELECT true AS claimed, * FROM inserted
     UNION ALL
     SELECT true, * FROM taken
@@ -59,7 +91,7 @@ FROM (
     SELECT false, t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at
     FROM idempotency_keys AS t
     WHERE t.key = $1 AND NOT EXISTS (SELECT FROM inserted) AND NOT EXISTS (SELECT FROM taken)
-) AS r`
+) AS r ON true`
 
 // claimAttempts bounds how often Claim re-runs its statement after seeing a
 // stale snapshot. Each re-run follows a commit by another claim of the same
@@ -75,9 +107,21 @@ var errStaleSnapshot = errors.New("snapshot made stale by a concurrent commit on
 // claimSQL). The lease is counted in whole microseconds from the database's
 // statement_timestamp(). A record past its retention counts as absent: it
 // is overwritten by the claim, with fence 1.
+//
+// A key held by an open transaction (a TxStore's claim, in this process or
+// another) is reported in flight at once, never waited for: the record
+// then has TTL 0 and, since the holder's row cannot be seen before it
+// commits, the caller's own fingerprint.
 func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
 	for range claimAttempts {
-		rec, claimed, err := s.claimOnce(ctx, key, fingerprint, token, lease)
+		var (
+			rec     store.Record
+			claimed bool
+		)
+		err := s.retry(ctx, func() (err error) {
+			rec, claimed, err = s.claimOnce(ctx, s.db, key, fingerprint, token, lease, false)
+			return err
+		})
 		if errors.Is(err, errStaleSnapshot) {
 			continue
 		}
@@ -89,29 +133,33 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	return store.Record{}, false, fmt.Errorf("pgstore: claim: %w %d times in a row", errStaleSnapshot, claimAttempts)
 }
 
-func (s *Store) claimOnce(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
+// claimOnce runs claimSQL once on db, taking the key's advisory lock
+// exclusively or shared. It returns errStaleSnapshot when the statement
+// must run again.
+func (s *Store) claimOnce(ctx context.Context, db querier, key, fingerprint, token string, lease time.Duration, exclusive bool) (store.Record, bool, error) {
 	var (
-		claimed bool
-		state   int16
-		fp      []byte
-		fence   int64
-		status  *int32
-		header  [][]byte
-		body    []byte
-		ttl     int64
+		held, claimed bool
+		state         int16
+		fp            []byte
+		fence         int64
+		status        *int32
+		header        [][]byte
+		body          []byte
+		ttl           int64
 	)
-	err := s.retry(ctx, func() error {
-		return s.db.QueryRow(ctx, s.sql.claim, []byte(key), []byte(fingerprint), []byte(token), lease.Microseconds()).
-			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Record{}, false, errStaleSnapshot
-	}
+	err := db.QueryRow(ctx, s.sql.claim, []byte(key), []byte(fingerprint), []byte(token), lease.Microseconds(),
+		keyHash(key), exclusive).
+		Scan(&held, &claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
 	if err != nil {
 		return store.Record{}, false, err
 	}
-	if !claimed && ttl <= 0 {
+	live := state != 0 && ttl > 0
+	switch {
+	case !claimed && !live && held:
 		return store.Record{}, false, errStaleSnapshot
+	case !claimed && !live:
+		// An open transaction holds the key; its row is not visible.
+		return store.Record{State: store.StateInFlight, Fingerprint: fingerprint}, false, nil
 	}
 	rec := store.Record{
 		State:       store.State(state),
@@ -126,4 +174,12 @@ func (s *Store) claimOnce(ctx context.Context, key, fingerprint, token string, l
 		rec.Response = &store.Response{Status: int(*status), Header: decodeHeader(header), Body: body}
 	}
 	return rec, claimed, nil
+}
+
+// keyHash is the low part of key's advisory lock number: the first 64
+// bits of its SHA-256, so that nobody can choose a key whose lock is
+// another key's (see claimSQL).
+func keyHash(key string) int64 {
+	sum := sha256.Sum256([]byte(key))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
 }

@@ -47,18 +47,19 @@ func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease 
 // that has lapsed but was neither taken over nor swept is still the
 // owner's and may be completed.
 func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
-	var (
-		state  = store.StateUnreplayable
-		status *int32
-		header [][]byte
-		body   []byte
-	)
-	if resp != nil {
-		code := int32(resp.Status)
-		state, status, header, body = store.StateCompleted, &code, encodeHeader(resp.Header), resp.Body
-	}
+	state, status, header, body := completion(resp)
 	return s.ownerExec(ctx, "complete", s.sql.complete, []byte(key), []byte(owner.Token), owner.Fence,
 		int16(state), status, header, body, retention.Microseconds())
+}
+
+// completion is what completeSQL stores for resp: its state ($4), status,
+// header and body, all NULL when resp is nil (done but not replayable).
+func completion(resp *store.Response) (state store.State, status *int32, header [][]byte, body []byte) {
+	if resp == nil {
+		return store.StateUnreplayable, nil, nil, nil
+	}
+	code := int32(resp.Status)
+	return store.StateCompleted, &code, encodeHeader(resp.Header), resp.Body
 }
 
 // Release implements store.Store: one DELETE, one round trip.

@@ -2,10 +2,12 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store"
 	pgstore "github.com/seed43327c4c/idempotency/store_postgres"
 )
 
@@ -66,9 +69,11 @@ func (c countingConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-func TestRoundTripsPerRequest(t *testing.T) {
+// countedPool returns a pool of maxConns connections whose statements and
+// writes rt counts. It never pings a connection for liveness, however
+// slowly the test runs: a ping is the pool's cost, not a request's.
+func countedPool(t *testing.T, rt *roundTrips, maxConns int32) *pgxpool.Pool {
 	cfg := pgstore.TestConfig(t)
-	rt := &roundTrips{}
 	cfg.ConnConfig.Tracer = rt
 	dial := cfg.ConnConfig.DialFunc
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -78,19 +83,54 @@ func TestRoundTripsPerRequest(t *testing.T) {
 		}
 		return countingConn{Conn: conn, writes: &rt.writes}, nil
 	}
-	// One connection, so the warm-up below fills the only statement cache,
-	// and no liveness ping on it however slowly the test runs: a ping is the
-	// pool's cost, not the request's.
-	cfg.MaxConns = 1
+	cfg.MaxConns = maxConns
 	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	pool := pgstore.Connect(t, cfg)
 	t.Cleanup(pool.Close)
-	s := pgstore.New(pool, pgstore.WithTable(pgstore.TestTable(t)))
+	return pool
+}
+
+func TestRoundTripsPerRequest(t *testing.T) {
+	// One connection, so the warm-up fills the only statement cache.
+	rt := &roundTrips{}
+	s := pgstore.New(countedPool(t, rt, 1), pgstore.WithTable(pgstore.TestTable(t)))
 	require.NoError(t, s.Migrate(context.Background()))
 	t.Cleanup(func() { pgstore.DropTable(t, s) })
+	requireCosts(t, rt, s, nil, 1, requestCosts{
+		first:    cost{2, "claim, complete"},
+		replay:   cost{1, "claim"},
+		reused:   cost{1, "claim"},
+		conflict: cost{1, "claim"},
+	})
+}
 
-	entered, proceed := make(chan struct{}, 1), make(chan struct{})
-	handler := idempotency.New(idempotency.WithStore(s))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// cost is what one request must cost: n statements and n round trips.
+type cost struct {
+	n    int64
+	what string
+}
+
+// requestCosts are the costs of each kind of request.
+type requestCosts struct {
+	first, replay, reused, conflict cost
+}
+
+// requireCosts puts the middleware with st in front of a handler that
+// calls write (unless nil; an error answers 500) and answers 201, and
+// checks what a first request, a replay, a reused key and a conflict with a
+// request in flight cost, as rt counts them. It first warms up conns
+// connections, with as many first requests at once, so that each has
+// prepared every statement.
+func requireCosts(t *testing.T, rt *roundTrips, st store.Store, write func(r *http.Request) error, conns int, want requestCosts) {
+	t.Helper()
+	entered, proceed := make(chan struct{}, conns), make(chan struct{})
+	handler := idempotency.New(idempotency.WithStore(st))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if write != nil {
+			if err := write(r); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
 		if r.URL.Path == "/slow" {
 			entered <- struct{}{}
 			<-proceed
@@ -106,32 +146,43 @@ func TestRoundTripsPerRequest(t *testing.T) {
 		handler.ServeHTTP(w, r)
 		return w
 	}
-	// Warm-up: every statement prepared once on the connection.
-	require.Equal(t, http.StatusCreated, send("/pay", "warm", "a").Code)
-	require.Equal(t, http.StatusCreated, send("/pay", "warm", "a").Code)
+
+	var warm sync.WaitGroup
+	for i := range conns {
+		warm.Go(func() {
+			w := send("/slow", fmt.Sprintf("warm-%d", i), "a")
+			assert.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+		})
+	}
+	for range conns {
+		<-entered
+	}
+	close(proceed)
+	warm.Wait()
 
 	var w *httptest.ResponseRecorder
-	assertCost := func(what string, want int64, f func()) {
+	assertCost := func(kind string, want cost, f func()) {
 		t.Helper()
 		statements, writes := rt.during(f)
-		assert.Equal(t, want, statements, "statements for %s", what)
-		assert.Equal(t, want, writes, "round trips for %s", what)
+		assert.Equal(t, want.n, statements, "statements for %s (%s)", kind, want.what)
+		assert.Equal(t, want.n, writes, "round trips for %s (%s)", kind, want.what)
 	}
-	assertCost("a first request (claim, complete)", 2, func() { w = send("/pay", "k1", "a") })
-	assert.Equal(t, http.StatusCreated, w.Code)
-	assertCost("a replay (claim)", 1, func() { w = send("/pay", "k1", "a") })
+	assertCost("a first request", want.first, func() { w = send("/pay", "k1", "a") })
+	assert.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+	assertCost("a replay", want.replay, func() { w = send("/pay", "k1", "a") })
 	assert.Equal(t, http.StatusCreated, w.Code)
 	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
-	assertCost("a reused key (claim)", 1, func() { w = send("/pay", "k1", "b") })
+	assertCost("a reused key", want.reused, func() { w = send("/pay", "k1", "b") })
 	assert.Equal(t, http.StatusUnprocessableEntity, w.Code)
 
+	proceed = make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		send("/slow", "k2", "a")
 	}()
 	<-entered
-	assertCost("a conflict with a request in flight (claim)", 1, func() { w = send("/slow", "k2", "a") })
+	assertCost("a conflict with a request in flight", want.conflict, func() { w = send("/slow", "k2", "a") })
 	assert.Equal(t, http.StatusConflict, w.Code)
 	close(proceed)
 	<-done

@@ -60,7 +60,8 @@ SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_
 
 // TestTerminatedConnectionsAreRetried: a statement that meets a connection
 // the server terminated (pg_terminate_backend, a failover) did not run, so
-// the store runs it again on another connection instead of failing.
+// the store runs it again on another connection instead of failing. So
+// does BeginClaim with its BEGIN, before any statement of the transaction.
 func TestTerminatedConnectionsAreRetried(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -71,6 +72,13 @@ func TestTerminatedConnectionsAreRetried(t *testing.T) {
 		},
 		"complete": func(s *Store) error {
 			return s.Complete(ctx, "k", store.Lease{Token: "t", Fence: 1}, &store.Response{Status: 201}, time.Hour)
+		},
+		"begin claim": func(s *Store) error {
+			_, _, tx, err := (&TxStore{Store: s}).BeginClaim(ctx, "k", "fp", "t")
+			if err != nil {
+				return err
+			}
+			return tx.Rollback(ctx)
 		},
 		"delete expired": func(s *Store) error {
 			_, err := s.DeleteExpired(ctx, 10)

@@ -1,0 +1,187 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// TxStore is the transactional mode of the store: a store.TxStore whose
+// claims are held by a database transaction that the handler's own writes
+// join (see Tx), so that those writes and the stored response commit
+// together or not at all. Give it to the middleware with
+// idempotency.WithStore; every protected request then runs in a
+// transaction of its own.
+//
+// For each protected request the middleware calls BeginClaim: BEGIN, then
+// one statement that takes the key's advisory lock exclusively and inserts
+// (or takes over) the key's in-flight row. The handler runs with the
+// transaction in its request context; then Commit writes the response into
+// the row and commits, or Rollback undoes the claim and the handler's
+// writes together. The in-flight row is never visible outside the
+// transaction: other requests for the key, through a TxStore or a plain
+// Store on the same table in any process, find the lock taken and report
+// the key in flight (TTL 0) at once, without waiting. A crash of the
+// process or a lost connection aborts the transaction on the server, which
+// frees the key with nothing of the request left behind.
+//
+// Each protected request holds one of the pool's connections from
+// BeginClaim until Commit or Rollback, the handler's whole run included.
+// No lease is kept while the handler runs: the transaction is the claim.
+//
+// The embedded Store keeps every plain method (Claim, Renew, Complete,
+// Release, Migrate, DeleteExpired, StartSweeper), on the same table; it
+// may serve routes whose handlers write nothing to this database.
+type TxStore struct {
+	*Store
+}
+
+var _ store.TxStore = (*TxStore)(nil)
+
+// NewTx returns a store in transactional mode on the table New would use
+// with the same options. Like New it never dials, and a nil pool or an
+// invalid option panics.
+func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
+	return &TxStore{Store: New(pool, opts...)}
+}
+
+// BeginClaim implements store.TxStore. A request that claims its key costs
+// BEGIN and the claim statement, then Commit's UPDATE and COMMIT: the plain
+// store's two round trips plus BEGIN and COMMIT. A request that does not
+// claim costs BEGIN, the claim statement and ROLLBACK.
+//
+// If the key is free, or its record has expired, the key is claimed: ctx
+// is returned carrying the transaction (see Tx), with the in-flight record
+// (fence 1, or the expired in-flight owner's fence plus one) and the
+// store.Tx the caller must end. If another request's transaction holds the
+// key, rec is in flight with TTL 0 and the caller's fingerprint, as the
+// holder's row cannot be read before it commits. Otherwise rec is the
+// committed record holding the key, completed or (claimed by a plain
+// Store) in flight.
+//
+// The transaction has the pool's default isolation level. BEGIN is tried
+// again on another connection when it meets a dead one, as every plain
+// statement is; nothing inside the transaction is ever run twice.
+func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string) (context.Context, store.Record, store.Tx, error) {
+	for range claimAttempts {
+		var tx pgx.Tx
+		err := s.retry(ctx, func() (err error) {
+			tx, err = s.pool.Begin(ctx)
+			return err
+		})
+		if err != nil {
+			return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w", err)
+		}
+		rec, claimed, err := s.claimOnce(ctx, tx, key, fingerprint, token, 0, true)
+		switch {
+		case claimed:
+			c := &claimTx{s: s.Store, tx: tx, key: key, owner: rec.Owner}
+			return context.WithValue(ctx, txKey{}, handlerTx{Tx: tx}), rec, c, nil
+		case errors.Is(err, errStaleSnapshot):
+			// A fresh transaction gets a fresh snapshot at any isolation
+			// level.
+			_ = tx.Rollback(ctx)
+			continue
+		}
+		if rollbackErr := tx.Rollback(ctx); err == nil && rollbackErr != nil {
+			err = rollbackErr
+		}
+		if err != nil {
+			return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w", err)
+		}
+		return ctx, rec, nil, nil
+	}
+	return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w %d times in a row", errStaleSnapshot, claimAttempts)
+}
+
+// claimTx is a claim held by an open transaction.
+type claimTx struct {
+	s     *Store
+	tx    pgx.Tx
+	key   string
+	owner store.Lease
+}
+
+// Commit implements store.Tx: the UPDATE that stores the response (or
+// marks the key done but not replayable when resp is nil) for retention,
+// counted from the database's statement_timestamp(), then COMMIT. If the
+// UPDATE fails, for instance because a statement of the handler failed and
+// aborted the transaction, the transaction is rolled back and the error
+// returned.
+func (c *claimTx) Commit(ctx context.Context, resp *store.Response, retention time.Duration) error {
+	state, status, header, body := completion(resp)
+	tag, err := c.tx.Exec(ctx, c.s.sql.complete, []byte(c.key), []byte(c.owner.Token), c.owner.Fence,
+		int16(state), status, header, body, retention.Microseconds())
+	if err == nil && tag.RowsAffected() == 0 {
+		// Only the handler, through the transaction, can have changed the
+		// claimed row.
+		err = store.ErrNotOwner
+	}
+	if err != nil {
+		_ = c.tx.Rollback(ctx)
+		return fmt.Errorf("pgstore: commit: %w", err)
+	}
+	if err := c.tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: commit: %w", err)
+	}
+	return nil
+}
+
+// Rollback implements store.Tx: ROLLBACK, or nothing after Commit. If the
+// connection is lost instead, the server has already aborted the
+// transaction, and the error is returned for the log.
+func (c *claimTx) Rollback(ctx context.Context) error {
+	err := c.tx.Rollback(ctx)
+	if err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return fmt.Errorf("pgstore: rollback: %w", err)
+	}
+	return nil
+}
+
+// txKey is the context key under which BeginClaim puts the transaction.
+type txKey struct{}
+
+// Tx returns the transaction of the protected request whose context is
+// ctx, for the handler's writes: they commit with the stored response, or
+// are rolled back with the claim. ok is false when the request holds no
+// such transaction: its route is not protected, it has no key, or the
+// middleware's store is not a TxStore.
+//
+// The middleware ends the transaction: Commit and Rollback on the returned
+// pgx.Tx do nothing and return ErrTxOwned. To undo its writes, the handler
+// answers with a status that is not recorded (5xx, 408, 409, 425 or 429)
+// or panics; to undo only part of them and still answer, for instance,
+// 422, it puts that part in a savepoint (the pgx.Tx's Begin) and rolls the
+// savepoint back. A statement that fails outside a savepoint aborts the
+// transaction, so that nothing can be committed: the client then gets 503
+// and may retry. Like any pgx.Tx, it must not be used by two goroutines at
+// once, nor after the handler returns.
+func Tx(ctx context.Context) (pgx.Tx, bool) {
+	tx, ok := ctx.Value(txKey{}).(handlerTx)
+	if !ok {
+		return nil, false
+	}
+	return tx, true
+}
+
+// ErrTxOwned is returned by Commit and Rollback on the transaction Tx
+// returns, which the middleware ends.
+var ErrTxOwned = errors.New("pgstore: the idempotency middleware commits or rolls back this transaction")
+
+// handlerTx is the claim's transaction as the handler sees it: everything
+// but ending it.
+type handlerTx struct {
+	pgx.Tx
+}
+
+// Commit returns ErrTxOwned and does nothing.
+func (handlerTx) Commit(context.Context) error { return ErrTxOwned }
+
+// Rollback returns ErrTxOwned and does nothing.
+func (handlerTx) Rollback(context.Context) error { return ErrTxOwned }
