@@ -27,6 +27,12 @@ CREATE TABLE IF NOT EXISTS payments (
 // search_path (add search_path=NAME to the URL to use another schema). It
 // creates both tables at start-up if they are missing, safely from every
 // worker at once, and runs the store's sweeper in every worker.
+//
+// The store is in transactional mode: each protected request runs in a
+// transaction of its own, which the ledger's INSERT joins, so a payment
+// and its idempotency record commit together or not at all. Each request
+// holds one of the pool's connections while its handler runs (the pool
+// size is pgxpool's default unless the URL sets pool_max_conns).
 func openPostgres(ctx context.Context, cfg config) (store.Store, ledger, func(), error) {
 	if cfg.databaseURL == "" {
 		return nil, nil, nil, errors.New("-store postgres needs -database-url or $DATABASE_URL")
@@ -35,8 +41,8 @@ func openPostgres(ctx context.Context, cfg config) (store.Store, ledger, func(),
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("-database-url: %w", err)
 	}
-	st := pgstore.New(pool)
-	if err := migratePostgres(ctx, pool, st); err != nil {
+	st := pgstore.NewTx(pool)
+	if err := migratePostgres(ctx, pool, st.Store); err != nil {
 		pool.Close()
 		return nil, nil, nil, err
 	}
@@ -75,9 +81,17 @@ type postgresLedger struct {
 	pool *pgxpool.Pool
 }
 
+// Create inserts the payment through the request's transaction (see
+// pgstore.Tx), so that it commits only with the request's idempotency
+// record. A request without one (which did not pass the middleware) is
+// refused: its payment would be unprotected.
 func (l *postgresLedger) Create(ctx context.Context, amount int, currency string) (payment, error) {
+	tx, ok := pgstore.Tx(ctx)
+	if !ok {
+		return payment{}, errors.New("recording payment: the request holds no idempotency transaction")
+	}
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
-	_, err := l.pool.Exec(ctx, `INSERT INTO payments (id, amount, currency) VALUES ($1, $2, $3)`,
+	_, err := tx.Exec(ctx, `INSERT INTO payments (id, amount, currency) VALUES ($1, $2, $3)`,
 		p.ID, p.Amount, p.Currency)
 	if err != nil {
 		return payment{}, fmt.Errorf("recording payment: %w", err)
