@@ -34,3 +34,35 @@ func ExampleNew() {
 	})
 	http.Handle("POST /payments", idempotency.New(idempotency.WithStore(s))(payments))
 }
+
+// In transactional mode the handler writes through the request's
+// transaction: the payment row commits with the stored response, or is
+// rolled back with the claim (on a 5xx, a panic, a crash or a lost
+// connection).
+func ExampleNewTx() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	s := pgstore.NewTx(pool)
+	if err := s.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	payments := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx, ok := pgstore.Tx(r.Context())
+		if !ok {
+			http.Error(w, "not protected", http.StatusInternalServerError)
+			return
+		}
+		if _, err := tx.Exec(r.Context(), `INSERT INTO payments (amount) VALUES (100)`); err != nil {
+			http.Error(w, "try again", http.StatusServiceUnavailable) // rolled back
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	http.Handle("POST /payments", idempotency.New(idempotency.WithStore(s))(payments))
+}

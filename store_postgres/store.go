@@ -13,6 +13,15 @@
 // is harmless for every statement here; any other error is returned,
 // wrapped, and the middleware answers 503.
 //
+// NewTx returns the store in transactional mode (TxStore): the middleware
+// then claims each key inside a transaction that the handler's own writes
+// join through Tx, so they commit together with the stored response or not
+// at all. In either mode a claim first tries the key's transaction-level
+// advisory lock, without waiting, so that no claim ever waits for a
+// transaction holding the key; every process using the table must run a
+// version of this package that does. The dead-connection retry never runs
+// a statement inside a transaction again.
+//
 // The store never creates its table on its own: call Migrate once at
 // start-up (every worker may call it at once), or apply schema.sql by hand.
 // Expired rows count as absent for Claim, which overwrites them, and stay in
