@@ -24,6 +24,7 @@ type paymentHandler struct {
 	runs   atomic.Int64
 	status int
 	delay  time.Duration
+	gate   chan struct{} // if set, every run waits until it is closed
 }
 
 func (h *paymentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -31,6 +32,9 @@ func (h *paymentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	if h.delay > 0 {
 		time.Sleep(h.delay)
+	}
+	if h.gate != nil {
+		<-h.gate
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Location", "/payments/1")

@@ -146,6 +146,8 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 	claimedAt := time.Now()
 	rec, claimed, err := m.store.Claim(r.Context(), c.key, c.fingerprint, token, m.lease)
 	switch {
+	case err != nil && r.Context().Err() != nil:
+		return true // the client went away: nothing to answer, nothing to run
 	case err != nil:
 		m.storeFailed(w, r, fmt.Errorf("idempotency: claim: %w", err))
 		return true

@@ -107,11 +107,12 @@ func TestFailedRenewalIsRetriedBeforeTheLeaseLapses(t *testing.T) {
 	s := &renewFailer{Store: store.NewMemory()}
 	s.failures.Store(3)
 	errs := &errorLog{}
-	h := &paymentHandler{delay: 2 * lease}
+	h := &paymentHandler{gate: make(chan struct{})}
 	mw := idempotency.New(idempotency.WithStore(s), idempotency.WithLease(lease), errs.option())(h)
 	done := startFirst(t, mw, h, "k", "{}")
 	time.Sleep(lease + lease/4) // past the first lease: only a renewal keeps the key
 	require.Equal(t, http.StatusConflict, post(mw, "k", "{}").StatusCode, "the key is still held")
+	close(h.gate)
 	<-done
 	require.EqualValues(t, 1, h.runs.Load())
 	require.Len(t, errs.all(), 3, "every failed renewal is reported")

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store"
 )
 
 func TestFirstRequestRunsAndDuplicateIsReplayed(t *testing.T) {
@@ -37,22 +39,24 @@ func TestFirstRequestRunsAndDuplicateIsReplayed(t *testing.T) {
 }
 
 func TestDuplicateInFlightGets409WithRetryAfter(t *testing.T) {
-	h := &paymentHandler{delay: 300 * time.Millisecond}
+	h := &paymentHandler{gate: make(chan struct{})}
 	mw := idempotency.New(idempotency.WithRetryAfter(1500 * time.Millisecond))(h)
 	done := startFirst(t, mw, h, "k", "{}")
 	dup := post(mw, "k", "{}")
 	require.Equal(t, "2", dup.Header.Get("Retry-After"), "1.5 s rounds up to 2")
 	requireProblem(t, dup, http.StatusConflict, idempotency.ProblemKeyInFlight)
+	close(h.gate)
 	<-done
 	require.Equal(t, "true", post(mw, "k", "{}").Header.Get("Idempotent-Replayed"))
 	require.EqualValues(t, 1, h.runs.Load())
 }
 
 func TestDifferentRequestWhileInFlightGets422(t *testing.T) {
-	h := &paymentHandler{delay: 200 * time.Millisecond}
+	h := &paymentHandler{gate: make(chan struct{})}
 	mw := idempotency.New()(h)
 	done := startFirst(t, mw, h, "k", `{"amount":1}`)
 	requireProblem(t, post(mw, "k", `{"amount":2}`), http.StatusUnprocessableEntity, idempotency.ProblemKeyReused)
+	close(h.gate)
 	<-done
 	require.EqualValues(t, 1, h.runs.Load())
 }
@@ -78,12 +82,13 @@ func TestWaitModeReplaysWhenTheFirstCompletes(t *testing.T) {
 }
 
 func TestWaitModeTimesOutWith409(t *testing.T) {
-	h := &paymentHandler{delay: 500 * time.Millisecond}
+	h := &paymentHandler{gate: make(chan struct{})}
 	mw := idempotency.New(idempotency.WithWait(50 * time.Millisecond))(h)
 	done := startFirst(t, mw, h, "k", "{}")
 	dup := post(mw, "k", "{}")
 	require.NotEmpty(t, dup.Header.Get("Retry-After"))
 	requireProblem(t, dup, http.StatusConflict, idempotency.ProblemKeyInFlight)
+	close(h.gate)
 	<-done
 	require.EqualValues(t, 1, h.runs.Load())
 }
@@ -156,4 +161,27 @@ func TestProblemBodiesAreRFC9457(t *testing.T) {
 	require.Equal(t, idempotency.ProblemKeyMissing, problem["type"])
 	require.EqualValues(t, http.StatusBadRequest, problem["status"])
 	require.NotEmpty(t, problem["title"])
+}
+
+// cancellingStore fails every claim as a network store does when the
+// request's context is cancelled during the call: the client went away.
+type cancellingStore struct {
+	store.Store
+	cancel context.CancelFunc
+}
+
+func (s *cancellingStore) Claim(ctx context.Context, key, fp, token string, lease time.Duration) (store.Record, bool, error) {
+	s.cancel()
+	return store.Record{}, false, ctx.Err()
+}
+
+func TestClientGoneDuringClaimRunsNothingEvenFailOpen(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := &errorLog{}
+	h := &paymentHandler{}
+	s := &cancellingStore{Store: store.NewMemory(), cancel: cancel}
+	mw := idempotency.New(idempotency.WithStore(s), idempotency.WithFailOpen(), errs.option())(h)
+	post(mw, "k", "{}", func(r *http.Request) { *r = *r.WithContext(ctx) })
+	require.Zero(t, h.runs.Load(), "an unprotected run would let the client's retry run it again")
+	require.Empty(t, errs.all(), "a client going away is not a store error")
 }

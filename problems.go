@@ -53,6 +53,9 @@ var (
 	problemKeyReused = httpx.Problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity,
 		Title:  "This Idempotency-Key was already used for a different request",
 		Detail: "Use a new key for a new request."}
+	problemCommitFailed = httpx.Problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,
+		Title:  "The request cannot be processed safely right now",
+		Detail: "Its outcome could not be recorded. Retry it with the same Idempotency-Key to run it or get its response."}
 	problemStoreUnavailable = httpx.Problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,
 		Title:  "The request cannot be processed safely right now",
 		Detail: "It was not processed. Retry it with the same Idempotency-Key."}

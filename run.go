@@ -12,8 +12,8 @@ import (
 )
 
 // run runs the handler for a request whose key this process has just
-// claimed under owner (the claim was sent at claimedAt), renewing the lease while it runs, then records or
-// releases the key:
+// claimed under owner (the claim was sent at claimedAt), renewing the lease
+// while it runs, then records or releases the key:
 //   - a panic, a request context that ended before the handler returned, a
 //     5xx, or a 408, 409, 425 or 429 releases the key so a retry may run;
 //     the panic is re-raised;

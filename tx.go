@@ -13,6 +13,8 @@ import (
 func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
 	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), c.key, c.fingerprint, token)
 	switch {
+	case err != nil && r.Context().Err() != nil:
+		return true // the client went away: nothing to answer, nothing to run
 	case err != nil:
 		m.storeFailed(w, r, fmt.Errorf("idempotency: claim in transaction: %w", err))
 		return true
@@ -33,7 +35,8 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 //   - otherwise the response is stored (or, over the response limit, the
 //     key marked done but not replayable) and the transaction committed;
 //     only then is the response sent. If the commit fails, the client gets
-//     503 instead and may retry with the same key.
+//     503 instead; a retry with the same key runs the request, or, if the
+//     commit did land before its connection was lost, replays it.
 func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx) {
 	held := httpx.NewHeld(w)
 	finished := false
@@ -62,7 +65,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 	}
 	if err := tx.Commit(detached(r), resp, m.retention); err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))
-		writeRetryableProblem(w, problemStoreUnavailable, m.retryAfter)
+		writeRetryableProblem(w, problemCommitFailed, m.retryAfter)
 		return
 	}
 	held.Send()

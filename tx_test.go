@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,8 +24,9 @@ import (
 type txMemory struct {
 	*store.Memory
 	mu         sync.Mutex
-	ledger     []string
-	failCommit atomic.Bool
+	ledger       []string
+	failCommit   atomic.Bool
+	beforeCommit func() // if set, called as Commit starts
 }
 
 type stagedKey struct{}
@@ -46,6 +48,9 @@ func (s *txMemory) BeginClaim(ctx context.Context, key, fp, token string) (conte
 }
 
 func (tx *memTx) Commit(ctx context.Context, resp *store.Response, retention time.Duration) error {
+	if tx.s.beforeCommit != nil {
+		tx.s.beforeCommit()
+	}
 	if tx.s.failCommit.Load() {
 		_ = tx.Rollback(ctx)
 		return errors.New("commit failed: connection reset")
@@ -139,6 +144,29 @@ func TestTxFailedCommitSends503AndNothing(t *testing.T) {
 }
 
 func TestTxHoldsTheResponseUntilCommitted(t *testing.T) {
+	s := &txMemory{Memory: store.NewMemory()}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/payments/1")
+		_, _ = w.Write([]byte("part one,"))
+		w.(http.Flusher).Flush()
+		_, _ = w.Write([]byte("part two"))
+	})
+	mw := idempotency.New(idempotency.WithStore(s))(h)
+	client := httptest.NewRecorder()
+	var sentBeforeCommit string
+	var flushedBeforeCommit bool
+	s.beforeCommit = func() {
+		sentBeforeCommit = client.Body.String() + client.Header().Get("Location")
+		flushedBeforeCommit = client.Flushed
+	}
+	mw.ServeHTTP(client, httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader("{}")))
+	require.Empty(t, sentBeforeCommit, "nothing reaches the client before the commit")
+	require.False(t, flushedBeforeCommit)
+	require.Equal(t, "part one,part two", client.Body.String())
+	require.Equal(t, "/payments/1", client.Header().Get("Location"))
+}
+
+func TestTxFlushedResponseStaysReplayable(t *testing.T) {
 	s := &txMemory{Memory: store.NewMemory()}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("part one,"))

@@ -14,9 +14,10 @@ import (
 //
 // The handler starts from a copy of the headers already set on the wrapped
 // writer; what Send writes, and what may be stored, is the header map as the
-// handler left it. The whole body is held in memory, however large. Flush is a no-op (nothing can reach the client early) and Hijack
-// is not supported. Unwrap returns the wrapped writer, so
-// http.ResponseController still reaches its deadlines.
+// handler left it. The whole body is held in memory, however large.
+// Flush is a no-op (nothing can reach the client early) and Hijack is not
+// supported. Unwrap returns the wrapped writer, so http.ResponseController
+// still reaches its deadlines.
 type Held struct {
 	w      http.ResponseWriter
 	header http.Header

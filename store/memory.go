@@ -55,6 +55,7 @@ type Memory struct {
 	start    time.Time     // origin of the store's monotonic clock
 	nextExp  time.Duration // no record expires before this instant
 	inserts  int           // new keys since the last sweep
+	fence    int64         // the last fencing number given, to any key
 }
 
 var _ Store = (*Memory)(nil)
@@ -99,9 +100,10 @@ func NewMemory(opts ...MemoryOption) *Memory {
 }
 
 // Claim implements Store. A key that is missing (never claimed, released,
-// or swept) is claimed with fencing number 1. A record whose lease or
-// retention has ended but that is not yet swept is taken over in place,
-// with the fencing number one above the previous one. A live record (a
+// or swept) is claimed, and a record whose lease or retention has ended is
+// taken over in place. Either way the claim gets the next number of one
+// counter for the whole store, so fencing numbers only grow, even across a
+// release or a sweep. A live record (a
 // duplicate) is returned unchanged, without its owner's token and with a
 // copy of its response. Claim returns ErrFull (wrapped) when a new key finds
 // the store full of live records.
@@ -113,14 +115,14 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 		m.mu.Unlock()
 		return r.view(now), false, nil
 	}
-	fence := int64(1)
 	if ok {
-		fence = r.fence + 1
 		m.bytes -= r.size()
 	} else if !m.makeRoom(now) {
 		m.mu.Unlock()
 		return Record{}, false, fmt.Errorf("%w: %d live records", ErrFull, m.max)
 	}
+	m.fence++
+	fence := m.fence
 	r = memRecord{
 		state:       StateInFlight,
 		fingerprint: fingerprint,
@@ -187,8 +189,8 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 // Release implements Store. It returns ErrNotOwner if key is missing,
 // completed, or in flight under another lease. As with Renew, an owner
 // whose lease has ended may still release the record while nobody has
-// taken it over. The key becomes missing, so the next Claim starts its
-// fencing again at 1.
+// taken it over. The key becomes missing; the next Claim of it gets a
+// higher fencing number all the same.
 func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

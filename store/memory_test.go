@@ -72,7 +72,17 @@ func TestMemoryFencing(t *testing.T) {
 	require.Equal(t, int64(4), fourth.Fence, "an expired completed record not yet swept is taken over in place")
 
 	require.NoError(t, m.Release(ctx, "k", fourth))
-	require.Equal(t, int64(1), mustClaim(t, m, "k", lease).Fence, "a released key is new again")
+	require.Equal(t, int64(5), mustClaim(t, m, "k", lease).Fence, "fences keep growing after a release")
+	require.Equal(t, int64(6), mustClaim(t, m, "other", lease).Fence, "one counter for the whole store")
+
+	// A dead owner's key swept to make room is taken over with a higher fence.
+	swept := store.NewMemory(store.WithMaxRecords(1))
+	dead := mustClaim(t, swept, "k", short)
+	time.Sleep(pastShort)
+	filler := mustClaim(t, swept, "filler", lease) // sweeps "k" to make room
+	require.Equal(t, 1, store.MemoryLen(swept))
+	require.NoError(t, swept.Release(ctx, "filler", filler))
+	require.Greater(t, mustClaim(t, swept, "k", lease).Fence, dead.Fence)
 }
 
 func TestMemoryLapsedOwnerMayFinish(t *testing.T) {
@@ -213,12 +223,12 @@ func TestMemoryByteCap(t *testing.T) {
 		require.False(t, ok)
 		return rec
 	}
-	require.Equal(t, store.StateCompleted, complete("small", make([]byte, 600), 100*time.Millisecond).State)
+	require.Equal(t, store.StateCompleted, complete("small", make([]byte, 600), time.Second).State)
 	rec := complete("no-room", make([]byte, 600), time.Hour)
 	require.Equal(t, store.StateUnreplayable, rec.State, "over the cap: done, not replayable")
 	require.Nil(t, rec.Response)
 
-	time.Sleep(250 * time.Millisecond) // "small" expires; its bytes are freed by a sweep
+	time.Sleep(1200 * time.Millisecond) // "small" expires; its bytes are freed by a sweep
 	require.Equal(t, store.StateCompleted, complete("fits-again", make([]byte, 900), time.Hour).State)
 	require.Equal(t, store.StateUnreplayable, complete("too-big", make([]byte, 1001), time.Hour).State)
 }

@@ -24,8 +24,8 @@ type Store interface {
 	//
 	// If key has no record, or its record is in flight with an expired
 	// lease, Claim creates an in-flight record owned by token and returns it
-	// with claimed true. A takeover of an expired lease gets a fencing number
-	// higher than the previous owner's; a fresh key starts at 1.
+	// with claimed true. Fencing numbers are at least 1, and a takeover of
+	// an expired lease gets one higher than the previous owner's.
 	//
 	// Otherwise Claim changes nothing and returns the existing record with
 	// claimed false: in flight (with the lease time remaining in TTL) or
@@ -85,7 +85,10 @@ func (s State) String() string {
 // one key only grow while its record lives, so a downstream system can
 // refuse writes from an owner whose lease was taken over.
 type Lease struct {
+	// Token is the owner's random token, compared on every renew,
+	// complete and release.
 	Token string
+	// Fence is the fencing number the store gave this claim.
 	Fence int64
 }
 
@@ -109,9 +112,13 @@ type Record struct {
 // Response is a response stored for replay. Body is arbitrary bytes and
 // must round-trip unchanged.
 type Response struct {
+	// Status is the HTTP status code.
 	Status int
+	// Header holds the headers to replay: the middleware stores only those
+	// on its allow-list.
 	Header http.Header
-	Body   []byte
+	// Body is the whole response body.
+	Body []byte
 }
 
 // ErrNotOwner is returned by Renew, Complete and Release when the caller's
