@@ -59,6 +59,12 @@ import (
 // Both cases (with the lock held: an expired row returned unclaimed, or no
 // row at all) mean the snapshot is stale; the statement is run again with
 // a fresh one.
+//
+// The time left on a claimed row is its lease exactly; on a row read, it is
+// counted from clock_timestamp(), which is later than the snapshot. The
+// statement's own statement_timestamp() is not: it is taken before the
+// snapshot, and a claim that committed in between would show more time
+// left than its lease.
 const claimSQL = `
 WITH guard AS MATERIALIZED (
     SELECT CASE WHEN $6::boolean THEN pg_try_advisory_xact_lock(lock.number)
@@ -82,7 +88,8 @@ WITH guard AS MATERIALIZED (
 )
 SELECT guard.held, coalesce(r.claimed, false) AS claimed, coalesce(r.state, 0) AS state,
        r.fingerprint, coalesce(r.fence, 0) AS fence, r.status, r.header, r.body,
-       coalesce((extract(epoch FROM r.expires_at - statement_timestamp()) * 1000000)::bigint, 0) AS ttl
+       coalesce((extract(epoch FROM r.expires_at - CASE WHEN r.claimed THEN statement_timestamp()
+                                                         ELSE clock_timestamp() END) * 1000000)::bigint, 0) AS ttl
 FROM guard LEFT JOIN (
     SELECT true AS claimed, * FROM inserted
     UNION ALL
