@@ -79,20 +79,17 @@ func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string
 			return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w", err)
 		}
 		rec, claimed, err := s.claimOnce(ctx, tx, key, fingerprint, token, 0, true)
-		switch {
-		case claimed:
+		if claimed {
 			c := &claimTx{s: s.Store, tx: tx, key: key, owner: rec.Owner}
 			return context.WithValue(ctx, txKey{}, handlerTx{Tx: tx}), rec, c, nil
+		}
+		// The transaction changed nothing; if ending it fails, pgx closes
+		// its connection, and the server aborts it.
+		_ = tx.Rollback(ctx)
+		switch {
 		case errors.Is(err, errStaleSnapshot):
-			// A fresh transaction gets a fresh snapshot at any isolation
-			// level.
-			_ = tx.Rollback(ctx)
-			continue
-		}
-		if rollbackErr := tx.Rollback(ctx); err == nil && rollbackErr != nil {
-			err = rollbackErr
-		}
-		if err != nil {
+			continue // a fresh transaction has a fresh snapshot at any isolation level
+		case err != nil:
 			return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w", err)
 		}
 		return ctx, rec, nil, nil
