@@ -23,7 +23,7 @@ import (
 // the same path against a real database.
 type txMemory struct {
 	*store.Memory
-	mu         sync.Mutex
+	mu           sync.Mutex
 	ledger       []string
 	failCommit   atomic.Bool
 	beforeCommit func() // if set, called as Commit starts
