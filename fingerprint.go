@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"hash"
 	"io"
 	"mime"
 	"net/http"
@@ -28,24 +29,35 @@ func storageKey(scope, method, route, clientKey string) string {
 	return hashFields(nil, scope, method, route, clientKey)
 }
 
-var hashBuffers = sync.Pool{New: func() any { return new([]byte) }}
+// hasher is a reusable SHA-256 state with a scratch buffer for the
+// length-prefixed fields.
+type hasher struct {
+	sum    hash.Hash
+	fields []byte
+	out    [sha256.Size]byte
+}
+
+var hashers = sync.Pool{New: func() any { return &hasher{sum: sha256.New()} }}
 
 // hashFields hashes the fields and then tail, each prefixed with its
-// length, and returns the hash in hex.
+// length, and returns the hash in hex. The tail (a request body) is hashed
+// where it lies, not copied.
 func hashFields(tail []byte, fields ...string) string {
-	bufp := hashBuffers.Get().(*[]byte)
-	buf := (*bufp)[:0]
+	h := hashers.Get().(*hasher)
+	buf := h.fields[:0]
 	for _, f := range fields {
 		buf = binary.AppendUvarint(buf, uint64(len(f)))
 		buf = append(buf, f...)
 	}
 	buf = binary.AppendUvarint(buf, uint64(len(tail)))
-	buf = append(buf, tail...)
-	sum := sha256.Sum256(buf)
-	*bufp = buf
-	hashBuffers.Put(bufp)
+	h.sum.Reset()
+	h.sum.Write(buf)
+	h.sum.Write(tail)
+	h.sum.Sum(h.out[:0])
 	var text [2 * sha256.Size]byte
-	hex.Encode(text[:], sum[:])
+	hex.Encode(text[:], h.out[:])
+	h.fields = buf
+	hashers.Put(h)
 	return string(text[:])
 }
 

@@ -15,7 +15,7 @@ func replay(w http.ResponseWriter, resp *store.Response, allowed map[string]bool
 	h := w.Header()
 	for name, values := range resp.Header {
 		if allowed[name] && !neverStored[name] {
-			h[name] = values
+			h[name] = values[:len(values):len(values)] // an append copies, never writes into the store's
 		}
 	}
 	h.Set(replayedHeader, "true")

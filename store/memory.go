@@ -41,8 +41,9 @@ const never = time.Duration(math.MaxInt64)
 // does not fit, even after a sweep, is not stored: its key is completed as
 // done but not replayable, so that its request never runs twice.
 //
-// Responses are copied in by Complete and out by Claim: neither the caller's
-// later changes nor the store's are visible to the other. The context
+// Complete copies the response in, so the caller's later changes do not
+// reach the store. Claim returns one shared copy to every duplicate, which
+// callers must treat as read-only (see Store.Claim). The context
 // arguments are not used: no operation waits for anything but the store's
 // mutex. A Memory is safe for concurrent use and must not be copied after
 // first use.
@@ -112,6 +113,10 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	now := m.now()
 	r, ok := m.records[key]
 	if ok && r.expires > now {
+		if r.state == StateCompleted && r.resp == nil {
+			r.decode()
+			m.records[key] = r
+		}
 		m.mu.Unlock()
 		return r.view(now), false, nil
 	}

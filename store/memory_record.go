@@ -6,9 +6,9 @@ import (
 )
 
 // memRecord is one key's record in a Memory store, kept by value in the map
-// so that claiming a new key allocates nothing of its own. Its body and
-// header are never written after the record is built, so they may be read
-// after the store's mutex is released.
+// so that claiming a new key allocates nothing of its own. Its body, header
+// and decoded response are never written after they are built, so they may
+// be read after the store's mutex is released.
 type memRecord struct {
 	state       State
 	fingerprint string
@@ -16,8 +16,9 @@ type memRecord struct {
 	fence       int64
 	expires     time.Duration // on the store's monotonic clock
 	status      int
-	body        []byte // the response body; header follows it in one array
-	header      []byte // header fields, each as in appendField
+	body        []byte    // the response body; header follows it in one array
+	header      []byte    // header fields, each as in appendField
+	resp        *Response // body and header decoded by the first replay, then shared
 }
 
 // size is the number of response bytes r holds.
@@ -31,20 +32,25 @@ func (r *memRecord) heldBy(owner Lease) bool {
 }
 
 // view returns r as a Claim that did not win sees it at now: without the
-// owner's token, with a copy of the stored response.
+// owner's token, with the shared stored response (see decode).
 func (r *memRecord) view(now time.Duration) Record {
-	rec := Record{
+	return Record{
 		State:       r.state,
 		Fingerprint: r.fingerprint,
 		Owner:       Lease{Fence: r.fence},
+		Response:    r.resp,
 		TTL:         r.expires - now,
 	}
-	if r.state == StateCompleted {
-		body := make([]byte, len(r.body))
-		copy(body, r.body)
-		rec.Response = &Response{Status: r.status, Header: decodeHeader(r.header), Body: body}
+}
+
+// decode sets r.resp from r's encoded response, once, for every later
+// replay to share: a hot key's replays then cost no copy at all. Its body
+// is r.body itself, and every header value slice is capped, so an append by
+// a caller copies instead of writing into the store's memory.
+func (r *memRecord) decode() {
+	if r.state == StateCompleted && r.resp == nil {
+		r.resp = &Response{Status: r.status, Header: decodeHeader(r.header), Body: r.body}
 	}
-	return rec
 }
 
 // storedResponse returns a completed record holding a copy of resp, made

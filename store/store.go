@@ -30,7 +30,10 @@ type Store interface {
 	// Otherwise Claim changes nothing and returns the existing record with
 	// claimed false: in flight (with the lease time remaining in TTL) or
 	// completed (with its response, if replayable). The existing owner's
-	// token is never returned.
+	// token is never returned. The returned Response is read-only: a store
+	// may hand the same one to every duplicate, and the caller must not
+	// change it. Complete, by contrast, keeps its own copy of what it is
+	// given.
 	Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (rec Record, claimed bool, err error)
 
 	// Renew extends the lease of key to lease from now, if owner still

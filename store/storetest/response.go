@@ -132,18 +132,13 @@ func testHeadersRoundTrip(t *testing.T, s store.Store) {
 }
 
 // testResponsesAreCopied: the store keeps its own copy of a response.
-// Changing, after Complete, what was passed to it, or changing what Claim
-// returned, does not change what the next Claim returns.
+// Changing, after Complete, what was passed to it does not change what the
+// next Claim returns. (What Claim returns is read-only, and may be shared.)
 func testResponsesAreCopied(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "copied", "fp", longLease)
 	resp := sampleResponse()
 	complete(t, s, "copied", owner, resp)
 	scribble(resp)
-	requireCompleted(t, s, "copied", "fp", sampleResponse())
-
-	got := mustLose(t, s, "copied", "fp").Response
-	require.NotNil(t, got)
-	scribble(got)
 	requireCompleted(t, s, "copied", "fp", sampleResponse())
 }
 

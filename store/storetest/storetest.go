@@ -19,7 +19,7 @@
 //   - Exactly one of many concurrent claims on a key wins.
 //   - Responses round-trip exactly: status, every header name and value
 //     (arbitrary bytes, not only UTF-8), in order, and the body byte for
-//     byte; what Claim returns is a copy.
+//     byte; Complete keeps a copy of what it is given.
 //
 // Timing: the leases and retentions the suite lets expire are 150 or 300
 // ms long, and the suite sleeps well past them (400 or 800 ms) instead of
