@@ -65,6 +65,9 @@ func mustBeginClaim(t *testing.T, s *TxStore, key, fingerprint, id string) (stor
 	ctx, rec, tx, err := s.BeginClaim(context.Background(), key, fingerprint, "token-"+id)
 	require.NoError(t, err)
 	require.NotNil(t, tx, "the key is claimed")
+	// A failed assertion must not leave the transaction open: the table's
+	// DROP at cleanup would wait for it until the test binary times out.
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 	handlerTx, ok := Tx(ctx)
 	require.True(t, ok, "the context carries the transaction")
 	_, err = handlerTx.Exec(ctx, `INSERT INTO `+s.ledger()+` (id) VALUES ($1)`, id)
