@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seed43327c4c/idempotency/store"
@@ -28,11 +29,13 @@ CREATE TABLE IF NOT EXISTS payments (
 // creates both tables at start-up if they are missing, safely from every
 // worker at once, and runs the store's sweeper in every worker.
 //
-// The store is in transactional mode: each protected request runs in a
-// transaction of its own, which the ledger's INSERT joins, so a payment
-// and its idempotency record commit together or not at all. Each request
-// holds one of the pool's connections while its handler runs (the pool
-// size is pgxpool's default unless the URL sets pool_max_conns).
+// By default the store is in transactional mode: each protected request
+// runs in a transaction of its own, which the ledger's INSERT joins, so a
+// payment and its idempotency record commit together or not at all. Each
+// request holds one of the pool's connections while its handler runs (the
+// pool size is pgxpool's default unless the URL sets pool_max_conns). With
+// -postgres-tx=false it is the plain store: claims are leases, and the
+// ledger writes through the pool.
 func openPostgres(ctx context.Context, cfg config) (store.Store, ledger, func(), error) {
 	if cfg.databaseURL == "" {
 		return nil, nil, nil, errors.New("-store postgres needs -database-url or $DATABASE_URL")
@@ -41,19 +44,23 @@ func openPostgres(ctx context.Context, cfg config) (store.Store, ledger, func(),
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("-database-url: %w", err)
 	}
-	st := pgstore.NewTx(pool)
-	if err := migratePostgres(ctx, pool, st.Store); err != nil {
+	plain := pgstore.New(pool)
+	var st store.Store = plain
+	if cfg.postgresTx {
+		st = pgstore.NewTx(pool)
+	}
+	if err := migratePostgres(ctx, pool, plain); err != nil {
 		pool.Close()
 		return nil, nil, nil, err
 	}
 	sweepCtx, stopSweeper := context.WithCancel(context.Background())
-	swept := st.StartSweeper(sweepCtx, 0)
+	swept := plain.StartSweeper(sweepCtx, 0)
 	closeAll := func() {
 		stopSweeper()
 		<-swept
 		pool.Close()
 	}
-	return st, &postgresLedger{pool: pool}, closeAll, nil
+	return st, &postgresLedger{pool: pool, inTx: cfg.postgresTx}, closeAll, nil
 }
 
 // migratePostgres creates the idempotency table and the ledger's table.
@@ -79,19 +86,27 @@ func migratePostgres(ctx context.Context, pool *pgxpool.Pool, st *pgstore.Store)
 // postgresLedger is a ledger in the payments table, shared by every worker.
 type postgresLedger struct {
 	pool *pgxpool.Pool
+	inTx bool // payments are written through the request's transaction
 }
 
-// Create inserts the payment through the request's transaction (see
-// pgstore.Tx), so that it commits only with the request's idempotency
-// record. A request without one (which did not pass the middleware) is
-// refused: its payment would be unprotected.
+// Create inserts the payment. In transactional mode it goes through the
+// request's transaction (see pgstore.Tx), so that it commits only with the
+// request's idempotency record, and a request without one (which did not
+// pass the middleware) is refused: its payment would be unprotected.
+// Otherwise it goes through the pool.
 func (l *postgresLedger) Create(ctx context.Context, amount int, currency string) (payment, error) {
-	tx, ok := pgstore.Tx(ctx)
-	if !ok {
-		return payment{}, errors.New("recording payment: the request holds no idempotency transaction")
+	var db interface {
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	} = l.pool
+	if l.inTx {
+		tx, ok := pgstore.Tx(ctx)
+		if !ok {
+			return payment{}, errors.New("recording payment: the request holds no idempotency transaction")
+		}
+		db = tx
 	}
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
-	_, err := tx.Exec(ctx, `INSERT INTO payments (id, amount, currency) VALUES ($1, $2, $3)`,
+	_, err := db.Exec(ctx, `INSERT INTO payments (id, amount, currency) VALUES ($1, $2, $3)`,
 		p.ID, p.Amount, p.Currency)
 	if err != nil {
 		return payment{}, fmt.Errorf("recording payment: %w", err)

@@ -15,6 +15,7 @@ type config struct {
 	delay       time.Duration
 	workers     int
 	lease       time.Duration
+	postgresTx  bool
 }
 
 // parseFlags reads the command line. getenv supplies the defaults of
@@ -30,6 +31,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&c.delay, "delay", 0, "extra time each payment takes after it is recorded, such as a slow receipt call")
 	fs.IntVar(&c.workers, "workers", 1, "number of worker processes sharing the port through SO_REUSEPORT (Linux only above 1)")
 	fs.DurationVar(&c.lease, "lease", 30*time.Second, "how long a claim holds a key before another worker may take it over if its owner died")
+	fs.BoolVar(&c.postgresTx, "postgres-tx", true, "with -store postgres, run each payment in the transaction of its idempotency record (false: the plain Postgres store, with leases)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -71,6 +72,36 @@ func TestExamplePostgresConnectionsTerminated(t *testing.T) {
 	answers, _ = faultStorm(t, p.URL, "out", 10, 3)
 	requireOncePerKey(t, answers)
 	assert.Equal(t, 50, db.count(t, "payments", ""), "one payment per key")
+}
+
+// TestExamplePostgresPlainWorkerKilled: with the plain Postgres store
+// (-postgres-tx=false), the worker running a request is SIGKILLed after it
+// recorded the payment, while it holds the key. Its duplicates get 409
+// until its lease ends; then exactly one of them takes the key over and
+// runs the handler, and all get that one answer. The killed run's payment
+// stays: only the transactional mode undoes a handler's writes that were
+// never recorded as done.
+func TestExamplePostgresPlainWorkerKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("example: finding the worker that holds a connection reads /proc")
+	}
+	db := newPGTestDB(t)
+	p := startExample(t, "-store", "postgres", "-postgres-tx=false", "-database-url", db.URL,
+		"-workers", "2", "-delay", "2s", "-lease", "1s")
+
+	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
+	require.Eventually(t, func() bool { return db.count(t, "payments", "") == 1 }, 30*time.Second, 20*time.Millisecond,
+		"the first request's handler recorded its payment")
+	killed := holder()
+	p.Kill(killed)
+	require.Error(t, <-first, "the client of the killed worker gets no answer")
+
+	answers, _ := faultStorm(t, p.URL, "killed", 1, 10)
+	requireOncePerKey(t, answers)
+	assert.NotEqual(t, fmt.Sprint(killed), answers[0][0].worker)
+	assert.Equal(t, 2, db.count(t, "payments", ""), "the killed run's payment and exactly one more")
+	assert.Equal(t, 1, db.count(t, "idempotency_keys", "state = 2"))
+	p.waitWorkers(2)
 }
 
 func faultKey(prefix string, k int) string { return fmt.Sprintf("%s-%d", prefix, k) }

@@ -31,6 +31,44 @@ func TestExamplePostgresTxWorkerKilled(t *testing.T) {
 	db := newPGTestDB(t)
 	p := startExample(t, "-store", "postgres", "-database-url", db.URL, "-workers", "2", "-delay", "2s")
 
+	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
+	require.Eventually(t, func() bool { return db.paymentsInserting(t) == 1 }, 30*time.Second, 20*time.Millisecond,
+		"the first request's handler inserted its payment in an open transaction")
+	assert.Zero(t, db.count(t, "payments", ""), "the payment is not visible before the commit")
+	assert.Zero(t, db.count(t, "idempotency_keys", ""), "nor is the claim")
+
+	killed := holder()
+	p.Kill(killed)
+	require.Error(t, <-first, "the client of the killed worker gets no answer")
+	require.Eventually(t, func() bool { return db.paymentsInserting(t) == 0 }, 30*time.Second, 20*time.Millisecond,
+		"the server aborts the killed worker's transaction")
+	assert.Zero(t, db.count(t, "payments", ""), "the killed run left no payment")
+	assert.Zero(t, db.count(t, "idempotency_keys", ""), "nor a record")
+
+	answers, _ := faultStorm(t, p.URL, "killed", 1, 10)
+	requireOncePerKey(t, answers)
+	assert.NotEqual(t, fmt.Sprint(killed), answers[0][0].worker)
+	assert.Equal(t, 1, db.count(t, "payments", ""), "exactly one payment: the retry's")
+	assert.Equal(t, 1, db.count(t, "idempotency_keys", "state = 2"))
+	p.waitWorkers(2)
+}
+
+// paymentsInserting returns how many open transactions have inserted into
+// (hold a row-exclusive lock on) the schema's payments table.
+func (db *pgTestDB) paymentsInserting(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.admin.QueryRow(context.Background(), `
+SELECT count(*) FROM pg_locks
+WHERE relation = $1::regclass AND mode = 'RowExclusiveLock' AND granted`, db.schema+".payments").Scan(&n))
+	return n
+}
+
+// postTracked sends one payment request to p in the background, on a
+// connection of its own. The channel gets the request's error (nil if an
+// answer came); holder tells which worker holds the connection's server end.
+func postTracked(t *testing.T, p *exampleProc, key, body string) (<-chan error, func() int) {
+	t.Helper()
 	var mu sync.Mutex
 	var clientAddr string
 	dialer := &net.Dialer{}
@@ -46,50 +84,24 @@ func TestExamplePostgresTxWorkerKilled(t *testing.T) {
 			return conn, err
 		},
 	}}
-	req, err := http.NewRequest(http.MethodPost, p.URL+"/payments", strings.NewReader(faultBody(0)))
+	req, err := http.NewRequest(http.MethodPost, p.URL+"/payments", strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", faultKey("killed", 0))
-	first := make(chan error, 1)
+	req.Header.Set("Idempotency-Key", key)
+	done := make(chan error, 1)
 	go func() {
 		resp, err := client.Do(req)
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 		}
-		first <- err
+		done <- err
 	}()
-	require.Eventually(t, func() bool { return db.paymentsInserting(t) == 1 }, 30*time.Second, 20*time.Millisecond,
-		"the first request's handler inserted its payment in an open transaction")
-	assert.Zero(t, db.count(t, "payments", ""), "the payment is not visible before the commit")
-	assert.Zero(t, db.count(t, "idempotency_keys", ""), "nor is the claim")
-
-	mu.Lock()
-	holder := socketOwner(t, strings.TrimPrefix(p.URL, "http://"), clientAddr, p.Pids())
-	mu.Unlock()
-	p.Kill(holder)
-	require.Error(t, <-first, "the client of the killed worker gets no answer")
-	require.Eventually(t, func() bool { return db.paymentsInserting(t) == 0 }, 30*time.Second, 20*time.Millisecond,
-		"the server aborts the killed worker's transaction")
-	assert.Zero(t, db.count(t, "payments", ""), "the killed run left no payment")
-	assert.Zero(t, db.count(t, "idempotency_keys", ""), "nor a record")
-
-	answers, _ := faultStorm(t, p.URL, "killed", 1, 10)
-	requireOncePerKey(t, answers)
-	assert.NotEqual(t, fmt.Sprint(holder), answers[0][0].worker)
-	assert.Equal(t, 1, db.count(t, "payments", ""), "exactly one payment: the retry's")
-	assert.Equal(t, 1, db.count(t, "idempotency_keys", "state = 2"))
-	p.waitWorkers(2)
-}
-
-// paymentsInserting returns how many open transactions have inserted into
-// (hold a row-exclusive lock on) the schema's payments table.
-func (db *pgTestDB) paymentsInserting(t *testing.T) int {
-	t.Helper()
-	var n int
-	require.NoError(t, db.admin.QueryRow(context.Background(), `
-SELECT count(*) FROM pg_locks
-WHERE relation = $1::regclass AND mode = 'RowExclusiveLock' AND granted`, db.schema+".payments").Scan(&n))
-	return n
+	holder := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return socketOwner(t, strings.TrimPrefix(p.URL, "http://"), clientAddr, p.Pids())
+	}
+	return done, holder
 }
 
 // socketOwner returns which of pids holds the server end, at server, of
