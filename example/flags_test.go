@@ -25,15 +25,16 @@ func TestFlagsDefaults(t *testing.T) {
 		databaseURL: "postgres://postgres@127.0.0.1:5432/test",
 		workers:     1,
 		lease:       30 * time.Second,
+		postgresTx:  true,
 	}, cfg)
 }
 
 func TestFlagsSet(t *testing.T) {
 	cfg, err := parseFlags([]string{"-addr", "127.0.0.1:9000", "-store", "redis", "-redis-url", "redis://r",
-		"-delay", "300ms", "-workers", "4", "-lease", "2s"}, env(nil))
+		"-delay", "300ms", "-workers", "4", "-lease", "2s", "-postgres-tx=false"}, env(nil))
 	require.NoError(t, err)
 	assert.Equal(t, config{addr: "127.0.0.1:9000", store: "redis", redisURL: "redis://r",
-		delay: 300 * time.Millisecond, workers: 4, lease: 2 * time.Second}, cfg)
+		delay: 300 * time.Millisecond, workers: 4, lease: 2 * time.Second, postgresTx: false}, cfg)
 }
 
 func TestFlagsMemoryStoreRefusesWorkers(t *testing.T) {
