@@ -146,8 +146,6 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 	claimedAt := time.Now()
 	rec, claimed, err := m.store.Claim(r.Context(), c.key, c.fingerprint, token, m.lease)
 	switch {
-	case err != nil && r.Context().Err() != nil:
-		return true // the client went away: nothing to answer, nothing to run
 	case err != nil:
 		m.storeFailed(w, r, fmt.Errorf("idempotency: claim: %w", err))
 		return true
@@ -168,7 +166,7 @@ func (m *middleware) answerFromRecord(w http.ResponseWriter, c *call, rec store.
 	case rec.Fingerprint != c.fingerprint:
 		httpx.WriteProblem(w, problemKeyReused)
 	case rec.State == store.StateCompleted:
-		replay(w, rec.Response, m.replayHeaders)
+		m.replay(w, rec.Response)
 	case rec.State == store.StateUnreplayable:
 		httpx.WriteProblem(w, problemNotReplayable)
 	default:
@@ -178,8 +176,14 @@ func (m *middleware) answerFromRecord(w http.ResponseWriter, c *call, rec store.
 }
 
 // storeFailed answers a request whose claim the store could not decide:
-// 503, or with fail-open, the handler runs unprotected.
+// 503, or with fail-open, the handler runs unprotected. If the request's
+// own context ended (the client went away, which is why the claim failed),
+// there is nothing to answer and nothing may run: an unprotected run would
+// let the client's retry run the request again.
 func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
 	m.errorHandler(r, err)
 	if m.failOpen {
 		m.logger.WarnContext(r.Context(), "idempotency: store unavailable, running handler unprotected",

@@ -77,8 +77,7 @@ func (m *middleware) storedResponse(rec *httpx.Recorder) *store.Response {
 		// Nothing written: net/http sends 200 with the headers as they are.
 		status, header = http.StatusOK, rec.Header().Clone()
 	}
-	keepAllowed(header, m.replayHeaders)
-	return &store.Response{Status: status, Header: header, Body: rec.Body()}
+	return m.toStore(status, header, rec.Body())
 }
 
 // complete records the finished request: resp for replay, or nil for done

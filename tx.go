@@ -13,8 +13,6 @@ import (
 func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
 	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), c.key, c.fingerprint, token)
 	switch {
-	case err != nil && r.Context().Err() != nil:
-		return true // the client went away: nothing to answer, nothing to run
 	case err != nil:
 		m.storeFailed(w, r, fmt.Errorf("idempotency: claim in transaction: %w", err))
 		return true
@@ -59,9 +57,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 	}
 	var resp *store.Response
 	if len(held.Body()) <= m.maxResponseBytes {
-		header := held.Header().Clone()
-		keepAllowed(header, m.replayHeaders)
-		resp = &store.Response{Status: held.Status(), Header: header, Body: held.Body()}
+		resp = m.toStore(held.Status(), held.Header().Clone(), held.Body())
 	}
 	if err := tx.Commit(detached(r), resp, m.retention); err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))

@@ -113,8 +113,7 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	now := m.now()
 	r, ok := m.records[key]
 	if ok && r.expires > now {
-		if r.state == StateCompleted && r.resp == nil {
-			r.decode()
+		if r.decode() {
 			m.records[key] = r
 		}
 		m.mu.Unlock()
