@@ -41,9 +41,12 @@ const never = time.Duration(math.MaxInt64)
 // does not fit, even after a sweep, is not stored: its key is completed as
 // done but not replayable, so that its request never runs twice.
 //
-// Complete copies the response in, so the caller's later changes do not
-// reach the store. Claim returns one shared copy to every duplicate, which
-// callers must treat as read-only (see Store.Claim). The context
+// Complete keeps the response body it is given without copying it (the
+// caller hands it over; see Store.Complete) and encodes the header into one
+// byte slice: what a completed record points to holds no pointers, so the
+// garbage collector does not scan it. The first duplicate decodes the
+// header, and Claim returns that one decoded response to every duplicate,
+// which callers must treat as read-only (see Store.Claim). The context
 // arguments are not used: no operation waits for anything but the store's
 // mutex. A Memory is safe for concurrent use and must not be copied after
 // first use.

@@ -16,13 +16,14 @@ type memRecord struct {
 	fence       int64
 	expires     time.Duration // on the store's monotonic clock
 	status      int
-	body        []byte    // the response body; header follows it in one array
+	body        []byte    // the response body, as Complete was given it
 	header      []byte    // header fields, each as in appendField
 	resp        *Response // body and header decoded by the first replay, then shared
 }
 
-// size is the number of response bytes r holds.
-func (r *memRecord) size() int { return len(r.body) + len(r.header) }
+// size is the number of response bytes r holds: its body's whole capacity
+// and its encoded header.
+func (r *memRecord) size() int { return cap(r.body) + len(r.header) }
 
 // heldBy reports whether owner holds r: r is in flight under owner's token
 // and fencing number. An empty token holds nothing.
@@ -56,28 +57,26 @@ func (r *memRecord) decode() bool {
 	return true
 }
 
-// storedResponse returns a completed record holding a copy of resp, made
-// with one allocation: the body, then every header field encoded.
+// storedResponse returns a completed record holding resp's body, as it
+// is, and its header encoded in one allocation, every field as in
+// appendField.
 func storedResponse(resp *Response) memRecord {
-	size := len(resp.Body)
+	size := 0
 	for name, values := range resp.Header {
 		for _, v := range values {
 			size += fieldLen(name) + fieldLen(v)
 		}
 	}
-	r := memRecord{state: StateCompleted, status: resp.Status}
+	r := memRecord{state: StateCompleted, status: resp.Status, body: resp.Body}
 	if size == 0 {
 		return r
 	}
-	buf := make([]byte, 0, size)
-	buf = append(buf, resp.Body...)
-	n := len(buf)
+	r.header = make([]byte, 0, size)
 	for name, values := range resp.Header {
 		for _, v := range values {
-			buf = appendField(appendField(buf, name), v)
+			r.header = appendField(appendField(r.header, name), v)
 		}
 	}
-	r.body, r.header = buf[:n:n], buf[n:]
 	return r
 }
 

@@ -240,7 +240,7 @@ func TestWithMaxBytesPanicsOnBadInput(t *testing.T) {
 
 // BenchmarkMemory measures the store's share of the middleware's cost: a
 // first request (claim a new key, complete it with a 1 KiB JSON response)
-// and a duplicate (claim a completed key, which copies the response out).
+// and a duplicate (claim a completed key, which returns the stored response).
 func BenchmarkMemory(b *testing.B) {
 	resp := &store.Response{
 		Status: http.StatusCreated,

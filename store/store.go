@@ -32,8 +32,7 @@ type Store interface {
 	// completed (with its response, if replayable). The existing owner's
 	// token is never returned. The returned Response is read-only: a store
 	// may hand the same one to every duplicate, and the caller must not
-	// change it. Complete, by contrast, keeps its own copy of what it is
-	// given.
+	// change it.
 	Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (rec Record, claimed bool, err error)
 
 	// Renew extends the lease of key to lease from now, if owner still
@@ -47,6 +46,11 @@ type Store interface {
 	// request ran, and duplicates must not run it again, but its response
 	// was not stored. If owner no longer holds the key, Complete returns
 	// ErrNotOwner and changes nothing.
+	//
+	// The caller hands resp over: it must not change resp, its header or
+	// its body after the call, because a store may keep them as they are
+	// and return them from later Claims (the memory store keeps the body,
+	// to spare a copy).
 	Complete(ctx context.Context, key string, owner Lease, resp *Response, retention time.Duration) error
 
 	// Release deletes owner's in-flight record so that a retry may run the

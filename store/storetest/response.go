@@ -130,30 +130,3 @@ func testHeadersRoundTrip(t *testing.T, s store.Store) {
 	roundTrip(t, s, "no-headers", &store.Response{Status: http.StatusOK, Body: []byte("ok")})
 	roundTrip(t, s, "empty-headers", &store.Response{Status: http.StatusOK, Header: http.Header{}, Body: []byte("ok")})
 }
-
-// testResponsesAreCopied: the store keeps its own copy of a response.
-// Changing, after Complete, what was passed to it does not change what the
-// next Claim returns. (What Claim returns is read-only, and may be shared.)
-func testResponsesAreCopied(t *testing.T, s store.Store) {
-	owner := mustClaim(t, s, "copied", "fp", longLease)
-	resp := sampleResponse()
-	complete(t, s, "copied", owner, resp)
-	scribble(resp)
-	requireCompleted(t, s, "copied", "fp", sampleResponse())
-}
-
-// scribble changes resp in place: status, body bytes, header values in
-// place, and header names.
-func scribble(resp *store.Response) {
-	resp.Status = http.StatusTeapot
-	for i := range resp.Body {
-		resp.Body[i] ^= 0xff
-	}
-	for _, values := range resp.Header {
-		for i := range values {
-			values[i] = "scribbled"
-		}
-	}
-	resp.Header.Del("Location")
-	resp.Header.Set("X-Scribbled", "yes")
-}
