@@ -2,11 +2,13 @@ package idempotency_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/seed43327c4c/idempotency"
 	"github.com/seed43327c4c/idempotency/store"
@@ -29,41 +31,82 @@ var echoJSON = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 })
 
 // BenchmarkMiddleware measures the middleware's cost on the in-memory
-// store: bare is the handler alone, first a new key each iteration, replay
-// a duplicate of a completed request. Every request, bare ones included,
-// carries the same headers, and every iteration builds its key string the
-// same way (one allocation), so that the differences between the three are
-// the middleware's alone. Keys are built as they are used, not kept in a
-// slice of b.N, which the garbage collector would scan at every cycle.
+// store: bare is the handler alone, first a new key each iteration (the
+// store keeps every record of the run), replay a duplicate of a completed
+// request.
 func BenchmarkMiddleware(b *testing.B) {
-	newRequest := func(key string) *http.Request {
-		r := httptest.NewRequest(http.MethodPost, "/payments", bytes.NewReader(benchBody))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Idempotency-Key", key)
-		return r
-	}
-	run := func(b *testing.B, h http.Handler, keyNumber func(i int) int) {
-		b.ReportAllocs()
-		w := httptest.NewRecorder()
-		b.ResetTimer()
-		for i := range b.N {
-			w.Body.Reset()
-			h.ServeHTTP(w, newRequest("key-"+strconv.Itoa(keyNumber(i))))
-		}
-	}
-	newKey := func(i int) int { return i }
 	b.Run("bare", func(b *testing.B) {
-		run(b, echoJSON, newKey)
+		serveKeys(b, echoJSON, newKey)
 	})
 	b.Run("first", func(b *testing.B) {
 		roomForAll := store.NewMemory(store.WithMaxRecords(b.N + 1))
-		mw := idempotency.New(idempotency.WithStore(roomForAll))(echoJSON)
-		run(b, mw, newKey)
+		serveKeys(b, idempotency.New(idempotency.WithStore(roomForAll))(echoJSON), newKey)
 	})
 	b.Run("replay", func(b *testing.B) {
 		const replayed = 1000
 		mw := idempotency.New()(echoJSON)
-		mw.ServeHTTP(httptest.NewRecorder(), newRequest("key-"+strconv.Itoa(replayed)))
-		run(b, mw, func(int) int { return replayed })
+		mw.ServeHTTP(httptest.NewRecorder(), newBenchRequest(replayed))
+		serveKeys(b, mw, func(int) int { return replayed })
 	})
 }
+
+// BenchmarkFirstParts splits the cost of BenchmarkMiddleware/first: the
+// middleware with a store that keeps nothing (discard), the same without
+// hashing the body (the fingerprint is a constant), and the memory store
+// without hashing the body. It measures; no test uses discard.
+func BenchmarkFirstParts(b *testing.B) {
+	sameFingerprint := idempotency.WithFingerprint(func(*http.Request, []byte) string { return "same" })
+	b.Run("discard", func(b *testing.B) {
+		serveKeys(b, idempotency.New(idempotency.WithStore(discard{}))(echoJSON), newKey)
+	})
+	b.Run("discard-unhashed", func(b *testing.B) {
+		serveKeys(b, idempotency.New(idempotency.WithStore(discard{}), sameFingerprint)(echoJSON), newKey)
+	})
+	b.Run("memory-unhashed", func(b *testing.B) {
+		roomForAll := store.NewMemory(store.WithMaxRecords(b.N + 1))
+		serveKeys(b, idempotency.New(idempotency.WithStore(roomForAll), sameFingerprint)(echoJSON), newKey)
+	})
+}
+
+// newBenchRequest returns a POST of benchBody with key number n. Every
+// benchmarked request, bare ones included, carries the same headers and
+// builds its key string the same way (one allocation), so the differences
+// between sub-benchmarks are the middleware's alone.
+func newBenchRequest(n int) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/payments", bytes.NewReader(benchBody))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "key-"+strconv.Itoa(n))
+	return r
+}
+
+// newKey numbers the keys of a run 0, 1, 2, ...: a new key each iteration.
+func newKey(i int) int { return i }
+
+// serveKeys serves b.N requests through h, the i-th with key number
+// keyNumber(i). Keys are built as they are used, not kept in a slice of
+// b.N, which the garbage collector would scan at every cycle.
+func serveKeys(b *testing.B, h http.Handler, keyNumber func(i int) int) {
+	b.ReportAllocs()
+	w := httptest.NewRecorder()
+	b.ResetTimer()
+	for i := range b.N {
+		w.Body.Reset()
+		h.ServeHTTP(w, newBenchRequest(keyNumber(i)))
+	}
+}
+
+// discard is a store that claims every key and keeps nothing, to measure
+// the middleware without any store's cost.
+type discard struct{}
+
+func (discard) Claim(_ context.Context, _, fingerprint, token string, _ time.Duration) (store.Record, bool, error) {
+	return store.Record{State: store.StateInFlight, Fingerprint: fingerprint, Owner: store.Lease{Token: token, Fence: 1}}, true, nil
+}
+
+func (discard) Renew(context.Context, string, store.Lease, time.Duration) error { return nil }
+
+func (discard) Complete(context.Context, string, store.Lease, *store.Response, time.Duration) error {
+	return nil
+}
+
+func (discard) Release(context.Context, string, store.Lease) error { return nil }
