@@ -46,14 +46,16 @@ func (r *memRecord) view(now time.Duration) Record {
 
 // decode sets r.resp from r's encoded response, once, for every later
 // replay to share: a hot key's replays then cost no copy at all. Its body
-// is r.body itself, and every header value slice is capped, so an append by
-// a caller copies instead of writing into the store's memory. It reports
-// whether it changed r (a completed record not decoded before).
+// is r.body itself, and the body and every header value slice are capped,
+// so an append by a caller copies instead of writing into the store's
+// memory. It reports whether it changed r (a completed record not decoded
+// before).
 func (r *memRecord) decode() bool {
 	if r.state != StateCompleted || r.resp != nil {
 		return false
 	}
-	r.resp = &Response{Status: r.status, Header: decodeHeader(r.header), Body: r.body}
+	body := r.body[:len(r.body):len(r.body)]
+	r.resp = &Response{Status: r.status, Header: decodeHeader(r.header), Body: body}
 	return true
 }
 

@@ -233,6 +233,35 @@ func TestMemoryByteCap(t *testing.T) {
 	require.Equal(t, store.StateUnreplayable, complete("too-big", make([]byte, 1001), time.Hour).State)
 }
 
+// TestMemoryKeepsBodyWithItsCapacity: the store keeps the body it is given
+// without copying it, counts its whole capacity against the byte cap, and
+// hands duplicates a body capped at its length, so that an append by one
+// duplicate cannot write into the stored array.
+func TestMemoryKeepsBodyWithItsCapacity(t *testing.T) {
+	t.Parallel()
+	m := store.NewMemory(store.WithMaxBytes(100))
+	complete := func(key string, body []byte) store.Record {
+		t.Helper()
+		owner := mustClaim(t, m, key, lease)
+		require.NoError(t, m.Complete(t.Context(), key, owner, &store.Response{Status: 201, Body: body}, retention))
+		rec, ok := claim(t, m, key, lease)
+		require.False(t, ok)
+		return rec
+	}
+	require.Equal(t, store.StateUnreplayable, complete("roomy", make([]byte, 10, 101)).State,
+		"10 bytes in an array of 101 do not fit a cap of 100")
+
+	body := append(make([]byte, 0, 64), "paid"...)
+	rec := complete("spare", body)
+	require.Equal(t, store.StateCompleted, rec.State)
+	require.Equal(t, len(rec.Response.Body), cap(rec.Response.Body), "the returned body is capped")
+	_ = append(rec.Response.Body, " twice"...)
+	again, _ := claim(t, m, "spare", lease)
+	require.Equal(t, "paid", string(again.Response.Body))
+	require.Equal(t, "paid", string(body[:4]), "the caller's array is the store's; nothing wrote into it")
+	require.Same(t, &body[0], &again.Response.Body[0], "the body was kept, not copied")
+}
+
 func TestWithMaxBytesPanicsOnBadInput(t *testing.T) {
 	t.Parallel()
 	require.PanicsWithValue(t, "store: WithMaxBytes expects n > 0", func() { store.WithMaxBytes(0) })
