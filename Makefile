@@ -11,6 +11,7 @@ SHELL := /bin/bash
 # (make test DATABASE_URL=...), not from the environment.
 export REDIS_URL := redis://127.0.0.1:6379/0
 export REDIS_CLUSTER_ADDRS := 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
+export REDIS_SENTINEL := idempotency@127.0.0.1:26379
 export DATABASE_URL := postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -21,10 +21,12 @@ type server struct {
 }
 
 // servers are the deployments tests run against: standalone Redis from
-// REDIS_URL and a Redis Cluster from REDIS_CLUSTER_ADDRS.
+// REDIS_URL, a Redis Cluster from REDIS_CLUSTER_ADDRS, and the master a
+// Redis Sentinel names, from REDIS_SENTINEL.
 var servers = []server{
 	{"standalone", standalone},
 	{"cluster", cluster},
+	{"sentinel", sentinel},
 }
 
 // forEachServer runs test once per deployment, as parallel subtests named
@@ -64,6 +66,26 @@ func cluster(t testing.TB) redis.UniversalClient {
 	}
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ","), PoolSize: 64})
 	return reachable(t, client, "REDIS_CLUSTER_ADDRS="+addrs)
+}
+
+// sentinel returns a failover client for the master that REDIS_SENTINEL
+// names, written master@host:port[,host:port...]: the client asks those
+// Sentinels where the master is. It skips the test when the variable is
+// unset and fails it when the master cannot be reached through them.
+func sentinel(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	spec := os.Getenv("REDIS_SENTINEL")
+	if spec == "" {
+		t.Skip("REDIS_SENTINEL is not set; set it (e.g. idempotency@127.0.0.1:26379) to run the Redis Sentinel tests")
+	}
+	master, addrs, ok := strings.Cut(spec, "@")
+	require.True(t, ok && master != "" && addrs != "", "REDIS_SENTINEL=%q is not master@host:port[,host:port...]", spec)
+	client := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    master,
+		SentinelAddrs: strings.Split(addrs, ","),
+		PoolSize:      64,
+	})
+	return reachable(t, client, "REDIS_SENTINEL="+spec)
 }
 
 // reachable fails the test unless client's server answers a PING, and
