@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -53,10 +54,11 @@ func WithPrefix(prefix string) Option {
 }
 
 // WithAbandonedRetention sets how long an in-flight record outlives its
-// lease when its owner never completes or releases it (the process died).
-// Until then, the request that takes the key over gets a fencing number
-// higher than the dead owner's; after it, the key is forgotten and starts
-// again at fencing number 1. Defaults to 24 hours.
+// lease when its owner never completes it: the process died, or the owner
+// released the key for a retry. Until then, the request that takes the key
+// over gets a fencing number higher than the last owner's; after it, the
+// key is forgotten and starts again at fencing number 1. Defaults to 24
+// hours.
 func WithAbandonedRetention(d time.Duration) Option {
 	if d <= 0 {
 		panic("redisstore: WithAbandonedRetention expects d > 0")
@@ -98,7 +100,7 @@ func (s *Store) keys(key string) []string {
 // retention after that, so a takeover gets a higher fencing number.
 func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
 	v, err := claimScript.Run(ctx, s.client, s.keys(key),
-		fingerprint, token, millis(lease), millis(lease+s.abandoned)).Slice()
+		fingerprint, token, millis(lease), millis(s.inFlightLife(lease))).Slice()
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -139,7 +141,7 @@ func decodeClaim(r *reply, fingerprint, token string, lease time.Duration) (stor
 // the Redis clock.
 func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
 	err := renewScript.Run(ctx, s.client, s.keys(key),
-		owner.Token, owner.Fence, millis(lease), millis(lease+s.abandoned)).Err()
+		owner.Token, owner.Fence, millis(lease), millis(s.inFlightLife(lease))).Err()
 	return ownerErr("renew", err)
 }
 
@@ -155,7 +157,10 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 	return ownerErr("complete", err)
 }
 
-// Release implements store.Store.
+// Release implements store.Store. The record is not deleted: it stays in
+// flight with neither lease nor token for the rest of its lifetime (see
+// WithAbandonedRetention), so the next claim takes it over with a higher
+// fencing number than the releasing owner's.
 func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
 	err := releaseScript.Run(ctx, s.client, s.keys(key), owner.Token, owner.Fence).Err()
 	return ownerErr("release", err)
@@ -208,8 +213,21 @@ func (r *reply) err() error {
 	return nil
 }
 
+// inFlightLife is how long an in-flight record with lease lives: the
+// lease, then the abandoned retention, saturating instead of overflowing.
+func (s *Store) inFlightLife(lease time.Duration) time.Duration {
+	if lease > math.MaxInt64-s.abandoned {
+		return math.MaxInt64
+	}
+	return lease + s.abandoned
+}
+
 // millis rounds d up to whole milliseconds, at least 1, as PX and PEXPIRE
 // take them.
 func millis(d time.Duration) int64 {
-	return max(1, int64((d+time.Millisecond-1)/time.Millisecond))
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond > 0 {
+		ms++ // rounded up without adding to d, which could overflow
+	}
+	return max(1, ms)
 }

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"math"
 	"net"
 	"net/http"
 	"testing"
@@ -41,9 +42,9 @@ func TestAwkwardKeys(t *testing.T) {
 	})
 }
 
-// TestEveryKeyExpires: every key the store writes, in flight or done,
-// carries an expiry, which a volatile-* maxmemory-policy needs, and the
-// in-flight record outlives its lease by the abandoned retention.
+// TestEveryKeyExpires: every key the store writes, in flight, done or
+// released, carries an expiry, and the in-flight record outlives its lease
+// by the abandoned retention, a released one included.
 func TestEveryKeyExpires(t *testing.T) {
 	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
 		s, prefix := newStore(t, client, redisstore.WithAbandonedRetention(time.Hour))
@@ -66,7 +67,9 @@ func TestEveryKeyExpires(t *testing.T) {
 		assert.LessOrEqual(t, ttls[prefix+"{done}"], 2*time.Hour)
 
 		require.NoError(t, s.Release(ctx, "running", rec.Owner))
-		assert.Len(t, keyTTLs(t, client, prefix), 1, "Release deletes the record and its lease")
+		ttls = keyTTLs(t, client, prefix)
+		assert.Len(t, ttls, 2, "Release deletes the lease and keeps the record: %v", ttls)
+		assert.Greater(t, ttls[prefix+"{running}"], time.Hour, "a released record keeps its expiry")
 	})
 }
 
@@ -208,5 +211,23 @@ func TestCorruptRecord(t *testing.T) {
 			assert.False(t, claimed, key)
 			assert.Equal(t, store.Record{}, rec, key)
 		}
+	})
+}
+
+// TestLongestAbandonedRetention: an abandoned retention as long as a
+// time.Duration goes does not overflow into a record that expires at once
+// while its lease still runs, which would let a second claim win.
+func TestLongestAbandonedRetention(t *testing.T) {
+	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
+		s, _ := newStore(t, client, redisstore.WithAbandonedRetention(math.MaxInt64))
+		ctx := t.Context()
+		first, claimed, err := s.Claim(ctx, "pay", "fp", "first", 30*time.Second)
+		require.NoError(t, err)
+		require.True(t, claimed)
+		require.NoError(t, s.Renew(ctx, "pay", first.Owner, 30*time.Second))
+		time.Sleep(20 * time.Millisecond)
+		_, claimed, err = s.Claim(ctx, "pay", "fp", "second", 30*time.Second)
+		require.NoError(t, err)
+		require.False(t, claimed, "a second claim won while the first one's lease runs")
 	})
 }

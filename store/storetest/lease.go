@@ -69,16 +69,32 @@ func testRenewExtendsLease(t *testing.T, s store.Store) {
 	requireOwnerIntact(t, s, "slow", "fp", owner)
 }
 
-// testReleaseLetsNextClaimWin: Release by the owner deletes the in-flight
-// record, so the next Claim wins under its own token. The released lease is
-// refused afterwards and cannot touch the new owner's record.
+// testReleaseLetsNextClaimWin: Release by the owner frees the key, so the
+// next Claim wins under its own token, with a higher fencing number. The
+// released lease is refused afterwards and cannot touch the new owner's
+// record.
 func testReleaseLetsNextClaimWin(t *testing.T, s store.Store) {
 	first := mustClaim(t, s, "retry", "fp-1", longLease)
 	require.NoError(t, s.Release(t.Context(), "retry", first), "Release by the owner")
 	second := mustClaim(t, s, "retry", "fp-2", longLease)
 	require.NotEqual(t, first.Token, second.Token)
+	require.Greater(t, second.Fence, first.Fence, "a claim after a release gets a higher fencing number")
 	requireAllRefused(t, s, "retry", first)
 	requireOwnerIntact(t, s, "retry", "fp-2", second)
+}
+
+// testFencesNeverGoBack: a crashed owner's lease lapses and is taken over;
+// the new owner's handler fails and releases the key; the next claim must
+// get a fencing number higher than both, or a downstream system that has
+// seen the second owner's number would refuse the third owner, and could
+// not tell the third from the crashed first.
+func testFencesNeverGoBack(t *testing.T, s store.Store) {
+	crashed, second := takeover(t, s, "pay")
+	require.NoError(t, s.Release(t.Context(), "pay", second), "Release by the second owner")
+	third := mustClaim(t, s, "pay", "fp-third", longLease)
+	require.Greater(t, third.Fence, second.Fence, "fencing numbers went %d, %d, %d", crashed.Fence, second.Fence, third.Fence)
+	requireAllRefused(t, s, "pay", crashed)
+	requireAllRefused(t, s, "pay", second)
 }
 
 // takeover claims key under a short lease, lets the lease expire, and takes

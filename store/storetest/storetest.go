@@ -5,7 +5,8 @@
 // What a backend must do to pass, in short (each test's doc says more):
 //   - Claim on a missing or expired key creates an in-flight record owned
 //     by the caller's token, with a fencing number of at least 1, strictly
-//     higher than the previous owner's on a takeover of an expired lease.
+//     higher than the previous owner's on a takeover of an expired lease
+//     and on a claim after a release.
 //   - Claim on a live key changes nothing and reports the record: its
 //     state, the first claimer's fingerprint, the time left, the stored
 //     response if there is one, and never the owner's token.
@@ -82,6 +83,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"StaleRenewIsRefused", testStaleRenewIsRefused},
 		{"StaleCompleteIsRefused", testStaleCompleteIsRefused},
 		{"StaleReleaseIsRefused", testStaleReleaseIsRefused},
+		{"FencesNeverGoBack", testFencesNeverGoBack},
 		{"CompletedRecordExpires", testCompletedRecordExpires},
 		{"ConcurrentClaimsOneWinner", testConcurrentClaimsOneWinner},
 		{"ConcurrentTakeoversOneWinner", testConcurrentTakeoversOneWinner},
