@@ -28,9 +28,12 @@ SET state = $4, status = $5, header = $6, body = $7,
     expires_at = statement_timestamp() + $8::bigint * interval '1 microsecond'
 WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
 
-	// releaseSQL deletes the row.
+	// releaseSQL ends the lease now and clears the token. The row stays in
+	// flight, so the next claim takes it over with a higher fence, until
+	// the sweeper removes it (see WithAbandonedRetention).
 	releaseSQL = `
-DELETE FROM idempotency_keys
+UPDATE idempotency_keys
+SET token = '', expires_at = statement_timestamp()
 WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
 )
 
@@ -62,7 +65,11 @@ func completion(resp *store.Response) (state store.State, status *int32, header 
 	return store.StateCompleted, &code, encodeHeader(resp.Header), resp.Body
 }
 
-// Release implements store.Store: one DELETE, one round trip.
+// Release implements store.Store: one UPDATE, one round trip. The row is
+// not deleted: it stays in flight with its lease ended and no token, so
+// the next claim takes the key over with a higher fencing number than the
+// releasing owner's, until the sweeper removes the row after the abandoned
+// retention (see WithAbandonedRetention).
 func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
 	return s.ownerExec(ctx, "release", s.sql.release, []byte(key), []byte(owner.Token), owner.Fence)
 }

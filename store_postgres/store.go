@@ -5,7 +5,7 @@
 // Each record is one row keyed by the idempotency key. A claim is a single
 // INSERT ... ON CONFLICT DO NOTHING statement that also takes over an
 // expired row and otherwise reads the existing one; complete, renew and
-// release are single UPDATE or DELETE statements conditioned on the owner's
+// release are single UPDATE statements conditioned on the owner's
 // token and fencing number. Every expiry is computed and compared on the
 // database's clock (statement_timestamp(), which is now() outside an
 // explicit transaction), never the application's. A statement that meets
@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,14 +49,15 @@ const DefaultTable = "idempotency_keys"
 // Store is a store.Store backed by one PostgreSQL table. It is safe for
 // concurrent use by many goroutines and many processes.
 type Store struct {
-	pool     *pgxpool.Pool
-	db       querier
-	maxConns int // the pool's size, bounding retries on dead connections
-	schema   string
-	table    string
-	name     string // the table's quoted, possibly schema-qualified name
-	logger   *slog.Logger
-	sql      statements
+	pool      *pgxpool.Pool
+	db        querier
+	maxConns  int // the pool's size, bounding retries on dead connections
+	schema    string
+	table     string
+	name      string // the table's quoted, possibly schema-qualified name
+	logger    *slog.Logger
+	abandoned time.Duration // see WithAbandonedRetention
+	sql       statements
 }
 
 var _ store.Store = (*Store)(nil)
@@ -102,6 +104,19 @@ func WithSchema(name string) Option {
 	return func(s *Store) { s.schema = name }
 }
 
+// WithAbandonedRetention sets how long the sweeper keeps an in-flight row
+// after its lease ended when its owner never completed it: the process
+// died, or the owner released the key for a retry. Until then, the request
+// that takes the key over gets a fencing number higher than the last
+// owner's; after it, the row is swept and the key starts again at fencing
+// number 1. Defaults to 24 hours. It panics if d is not positive.
+func WithAbandonedRetention(d time.Duration) Option {
+	if d <= 0 {
+		panic("pgstore: WithAbandonedRetention expects d > 0")
+	}
+	return func(s *Store) { s.abandoned = d }
+}
+
 // WithLogger sets the logger the sweeper started by StartSweeper reports
 // its errors to. Defaults to slog.Default().
 func WithLogger(logger *slog.Logger) Option {
@@ -119,7 +134,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	if pool == nil {
 		panic("pgstore: New expects a non-nil pool")
 	}
-	s := &Store{pool: pool, db: pool, maxConns: int(pool.Config().MaxConns), table: DefaultTable, logger: slog.Default()}
+	s := &Store{pool: pool, db: pool, maxConns: int(pool.Config().MaxConns), table: DefaultTable, logger: slog.Default(),
+		abandoned: 24 * time.Hour}
 	for _, opt := range opts {
 		opt(s)
 	}

@@ -9,21 +9,25 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// deleteExpiredSQL deletes up to $1 rows whose lease or retention has ended
-// on the database's clock. Rows another transaction has locked (another
-// sweeper's batch, or a claim taking one over) are skipped, never waited
-// for; a row taken over after this statement's snapshot is re-checked when
-// locked and left alone.
+// deleteExpiredSQL deletes up to $1 rows that have expired on the
+// database's clock: a done row whose retention has ended, or an in-flight
+// row whose lease ended $2 microseconds (the abandoned retention) ago or
+// more. Rows another transaction has locked (another sweeper's batch, or a
+// claim taking one over) are skipped, never waited for; a row taken over
+// after this statement's snapshot is re-checked when locked and left
+// alone. The first condition alone picks the rows by the expires_at index.
 const deleteExpiredSQL = `
 WITH expired AS MATERIALIZED (
     SELECT key FROM idempotency_keys
     WHERE expires_at <= statement_timestamp()
+      AND (state <> 1 OR expires_at <= statement_timestamp() - $2::bigint * interval '1 microsecond')
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM idempotency_keys AS t
 USING expired
-WHERE t.key = expired.key AND t.expires_at <= statement_timestamp()`
+WHERE t.key = expired.key AND t.expires_at <= statement_timestamp()
+  AND (t.state <> 1 OR t.expires_at <= statement_timestamp() - $2::bigint * interval '1 microsecond')`
 
 // DefaultSweepInterval is how often the sweeper started by StartSweeper
 // runs when it is given an interval of 0.
@@ -32,11 +36,13 @@ const DefaultSweepInterval = time.Minute
 // sweepBatch is how many rows one DeleteExpired call of the sweeper removes.
 const sweepBatch = 1000
 
-// DeleteExpired removes up to batch rows whose lease or retention has
-// ended on the database's clock and returns how many it removed; fewer
-// than batch means none were left that it could lock. An in-flight row
-// whose lease lapsed is removed too, which frees its key as a takeover
-// would. Any number of callers, in any number of processes, may run it at
+// DeleteExpired removes up to batch expired rows and returns how many it
+// removed; fewer than batch means none were left that it could lock. A
+// done row is removed once its retention has ended on the database's
+// clock. An in-flight row whose lease lapsed (its owner died) or was ended
+// by a release is kept for the abandoned retention after that (see
+// WithAbandonedRetention), so that a takeover gets a higher fencing number
+// than the last owner's, and removed after it. Any number of callers, in any number of processes, may run it at
 // once on one table: each skips the rows the others hold and none waits.
 // A batch below 1 is an error and removes nothing.
 func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
@@ -45,7 +51,7 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 	}
 	var tag pgconn.CommandTag
 	err := s.retry(ctx, func() (err error) {
-		tag, err = s.db.Exec(ctx, s.sql.deleteExpired, batch)
+		tag, err = s.db.Exec(ctx, s.sql.deleteExpired, batch, s.abandoned.Microseconds())
 		return err
 	})
 	if err != nil {

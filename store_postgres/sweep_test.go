@@ -12,15 +12,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fill inserts expired records whose lease (in flight) or retention
-// (completed) ended a minute ago, and live ones, keyed prefix-0, prefix-1...
+// fill inserts expired records, in flight with a lease that ended two days
+// ago (past the default abandoned retention) or completed with a retention
+// that ended a minute ago, and live ones, keyed prefix-0, prefix-1...
 func fill(t *testing.T, s *Store, prefix string, expired, live int) {
 	t.Helper()
 	_, err := s.pool.Exec(context.Background(), `
 INSERT INTO `+s.name+` (key, fingerprint, state, token, fence, status, expires_at)
 SELECT convert_to($1 || '-' || i, 'UTF8'), 'fp', 1 + i % 2, 't', 1,
        CASE WHEN i % 2 = 1 THEN 200 END,
-       now() + CASE WHEN i < $2 THEN interval '-1 minute' ELSE interval '1 hour' END
+       now() + CASE WHEN i >= $2 THEN interval '1 hour'
+                    WHEN i % 2 = 0 THEN interval '-2 days'
+                    ELSE interval '-1 minute' END
 FROM generate_series(0, $2::int + $3::int - 1) AS i`, prefix, expired, live)
 	require.NoError(t, err)
 }
@@ -99,6 +102,42 @@ func TestSweepersShareOneTable(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Empty(t, logs.String(), "no sweeper failed")
+}
+
+// TestSweepKeepsAbandonedRows: an in-flight row whose lease lapsed, or
+// that its owner released, is kept for the abandoned retention, so the
+// takeover and the claim after the release get higher fencing numbers
+// however often the sweeper runs; after it, the row is swept.
+func TestSweepKeepsAbandonedRows(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t, WithAbandonedRetention(time.Second))
+	ctx := context.Background()
+	crashed, claimed, err := s.Claim(ctx, "pay", "fp", "crashed", 50*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	time.Sleep(100 * time.Millisecond)
+
+	n, err := s.DeleteExpired(ctx, 100)
+	require.NoError(t, err)
+	require.Zero(t, n, "a lapsed lease is kept for the abandoned retention")
+	second, claimed, err := s.Claim(ctx, "pay", "fp", "second", time.Minute)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	require.Greater(t, second.Owner.Fence, crashed.Owner.Fence, "the takeover after a sweep")
+
+	require.NoError(t, s.Release(ctx, "pay", second.Owner))
+	n, err = s.DeleteExpired(ctx, 100)
+	require.NoError(t, err)
+	require.Zero(t, n, "a released row is kept for the abandoned retention")
+	third, claimed, err := s.Claim(ctx, "pay", "fp", "third", 50*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	require.Greater(t, third.Owner.Fence, second.Owner.Fence, "the claim after a release and a sweep")
+
+	time.Sleep(1500 * time.Millisecond)
+	n, err = s.DeleteExpired(ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "after the abandoned retention the row is swept")
 }
 
 func TestStartSweeperRejectsNegativeInterval(t *testing.T) {
