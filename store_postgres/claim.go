@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -106,8 +108,21 @@ FROM guard LEFT JOIN (
 const claimAttempts = 10
 
 // errStaleSnapshot means the claim statement ran on a snapshot that a
-// concurrent commit made stale, and must run again.
+// concurrent commit made stale, and must run again. Under the read
+// committed isolation level the statement notices it itself (see claimSQL);
+// under repeatable read or serializable, the server's default for some
+// databases, the server aborts the statement with a serialization failure
+// instead, which claimOnce reports as errStaleSnapshot too.
 var errStaleSnapshot = errors.New("snapshot made stale by a concurrent commit on the same key")
+
+// serializationFailure reports whether err is the server's
+// serialization_failure (SQLSTATE 40001): a statement under repeatable
+// read or serializable isolation met a row that a transaction committed
+// after its snapshot. It changed nothing and may run again.
+func serializationFailure(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40001"
+}
 
 // Claim implements store.Store. It costs one round trip, and one more for
 // each concurrent commit on the same key that makes its snapshot stale (see
@@ -157,6 +172,9 @@ func (s *Store) claimOnce(ctx context.Context, db querier, key, fingerprint, tok
 	err := db.QueryRow(ctx, s.sql.claim, []byte(key), []byte(fingerprint), []byte(token), lease.Microseconds(),
 		keyHash(key), exclusive).
 		Scan(&held, &claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
+	if serializationFailure(err) {
+		return store.Record{}, false, errStaleSnapshot
+	}
 	if err != nil {
 		return store.Record{}, false, err
 	}

@@ -157,3 +157,60 @@ func TestLapsedLeaseStillOwnedUntilTakenOver(t *testing.T) {
 	assert.False(t, claimed, "a renewed lease is not taken over")
 	assert.Equal(t, store.StateInFlight, again.State)
 }
+
+// TestClaimRaceUnderStricterIsolation: with repeatable read or serializable
+// as the connections' default isolation level, the losers of a race for one
+// key get a serialization failure from the server; the store runs their
+// statement again and reports the key taken, never an error (which the
+// middleware would answer with 503). Plain claims and transactional ones
+// race together.
+func TestClaimRaceUnderStricterIsolation(t *testing.T) {
+	for _, level := range []string{"repeatable read", "serializable"} {
+		t.Run(level, func(t *testing.T) {
+			t.Parallel()
+			table := newTestStore(t).table
+			cfg := testConfig(t)
+			cfg.MaxConns = 16
+			cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = level
+			pool := connect(t, cfg)
+			t.Cleanup(pool.Close)
+			plain := New(pool, WithTable(table))
+			inTx := NewTx(pool, WithTable(table))
+			for round := range 10 {
+				key := fmt.Sprint("race-", round)
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				won := 0
+				var errs []error
+				for i := range 16 {
+					wg.Go(func() {
+						token := fmt.Sprint("token-", i)
+						var claimed bool
+						var err error
+						if i%2 == 0 {
+							_, claimed, err = plain.Claim(context.Background(), key, "fp", token, time.Minute)
+						} else {
+							var tx store.Tx
+							_, _, tx, err = inTx.BeginClaim(context.Background(), key, "fp", token)
+							if tx != nil {
+								claimed = true
+								err = tx.Commit(context.Background(), nil, time.Hour)
+							}
+						}
+						mu.Lock()
+						defer mu.Unlock()
+						if claimed {
+							won++
+						}
+						if err != nil {
+							errs = append(errs, err)
+						}
+					})
+				}
+				wg.Wait()
+				require.Empty(t, errs, "round %d", round)
+				require.Equal(t, 1, won, "round %d: exactly one claim wins", round)
+			}
+		})
+	}
+}
