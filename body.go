@@ -37,14 +37,21 @@ func (b *bufferedBody) read(r *http.Request, limit int64) error {
 	return nil
 }
 
+// maxPrealloc is the most readAtMost allocates before body bytes arrive:
+// an announced Content-Length is a claim, not bytes, and a client that
+// announces a large body and sends nothing must not cost the server that
+// much memory.
+const maxPrealloc = 64 << 10
+
 // readAtMost reads body to its end; if it holds more than limit bytes it
-// returns errBodyTooLarge. size, when known (>= 0), sizes the buffer so a
-// body of the announced length is read without growing it.
+// returns errBodyTooLarge. size, when known (>= 0), sizes the buffer, up to
+// maxPrealloc, so a body of the announced length is read without growing
+// it; a longer one grows as its bytes arrive.
 func readAtMost(body io.Reader, size, limit int64) ([]byte, error) {
 	if size < 0 {
 		size = 512
 	}
-	buf := make([]byte, 0, min(size, limit)+1)
+	buf := make([]byte, 0, min(size, limit, maxPrealloc)+1)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]

@@ -49,9 +49,14 @@ func defaultConfig() *config {
 
 // defaultReplayHeaders are the response headers stored and replayed unless
 // WithReplayHeaders adds more.
+// Content-Encoding, Content-Range and Content-Disposition describe the
+// stored body bytes themselves (gzip from a compressing middleware inside
+// this one, a 206 from http.ServeContent, a download's file name), so a
+// replay without them would hand the client bytes it cannot read.
 var defaultReplayHeaders = []string{
-	"Cache-Control", "Content-Language", "Content-Location", "Content-Type",
-	"ETag", "Expires", "Last-Modified", "Link", "Location", "Vary",
+	"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language",
+	"Content-Location", "Content-Range", "Content-Type", "ETag", "Expires",
+	"Last-Modified", "Link", "Location", "Vary",
 }
 
 // WithStore sets where records are kept. Use a shared store (Redis or
@@ -109,8 +114,8 @@ func WithRoute(route func(*http.Request) string) Option {
 
 // WithFingerprint replaces the request fingerprint, the hash that tells a
 // true retry from a different request reusing a key. It gets the request
-// and its whole body. Defaults to Fingerprint: method, path with query,
-// Content-Type and body.
+// and its whole body, canonicalised first if WithCanonicalJSON is set.
+// Defaults to Fingerprint: method, path with query, Content-Type and body.
 func WithFingerprint(fingerprint func(r *http.Request, body []byte) string) Option {
 	if fingerprint == nil {
 		panic("idempotency: WithFingerprint expects a non-nil function")
@@ -118,10 +123,12 @@ func WithFingerprint(fingerprint func(r *http.Request, body []byte) string) Opti
 	return func(c *config) { c.fingerprint = fingerprint }
 }
 
-// WithCanonicalJSON makes the default fingerprint ignore object key order
-// and whitespace in JSON bodies, so two encodings of one JSON value count as
-// the same request. Bodies that do not parse as JSON are hashed as they
-// are. Defaults to off: the body is hashed byte for byte.
+// WithCanonicalJSON makes the fingerprint ignore object key order and
+// whitespace in JSON bodies, so two encodings of one JSON value count as
+// the same request: the fingerprint function (the default or the one given
+// to WithFingerprint) gets the body re-encoded with sorted keys and no
+// insignificant whitespace. Bodies that do not parse as JSON are passed as
+// they are. The handler always reads the body as sent. Defaults to off.
 func WithCanonicalJSON() Option {
 	return func(c *config) { c.canonicalJSON = true }
 }
@@ -216,8 +223,9 @@ func WithLogger(logger *slog.Logger) Option {
 // WithReplayHeaders adds response headers to those stored and replayed.
 // Set-Cookie, Authorization, WWW-Authenticate, Proxy-Authenticate and
 // hop-by-hop headers are never stored, even if named here. Defaults to
-// Cache-Control, Content-Language, Content-Location, Content-Type, ETag,
-// Expires, Last-Modified, Link, Location and Vary.
+// Cache-Control, Content-Disposition, Content-Encoding, Content-Language,
+// Content-Location, Content-Range, Content-Type, ETag, Expires,
+// Last-Modified, Link, Location and Vary.
 func WithReplayHeaders(names ...string) Option {
 	return func(c *config) {
 		for _, name := range names {

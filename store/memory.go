@@ -107,9 +107,9 @@ func NewMemory(opts ...MemoryOption) *Memory {
 // or swept) is claimed, and a record whose lease or retention has ended is
 // taken over in place. Either way the claim gets the next number of one
 // counter for the whole store, so fencing numbers only grow, even across a
-// release or a sweep. A live record (a
-// duplicate) is returned unchanged, without its owner's token and with a
-// copy of its response. Claim returns ErrFull (wrapped) when a new key finds
+// release or a sweep. A live record (a duplicate) is returned unchanged,
+// without its owner's token and with the stored response that every
+// duplicate shares. Claim returns ErrFull (wrapped) when a new key finds
 // the store full of live records.
 func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease time.Duration) (Record, bool, error) {
 	m.mu.Lock()
