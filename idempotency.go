@@ -23,6 +23,7 @@
 package idempotency
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -176,12 +177,18 @@ func (m *middleware) answerFromRecord(w http.ResponseWriter, c *call, rec store.
 }
 
 // storeFailed answers a request whose claim the store could not decide:
-// 503, or with fail-open, the handler runs unprotected. If the request's
-// own context ended (the client went away, which is why the claim failed),
-// there is nothing to answer and nothing may run: an unprotected run would
-// let the client's retry run the request again.
+// 503, or with fail-open, the handler runs unprotected. A request whose own
+// context has ended (its deadline passed, or its client hung up, which is
+// likely why the claim failed) never runs unprotected: that would let the
+// client's retry run it again. It gets 503 request-interrupted, which a
+// client that hung up never reads, and a client hanging up is not reported
+// as a store error.
 func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
+	if ended := r.Context().Err(); ended != nil {
+		if !errors.Is(ended, context.Canceled) {
+			m.errorHandler(r, err)
+		}
+		writeRetryableProblem(w, problemRequestInterrupted, m.retryAfter)
 		return
 	}
 	m.errorHandler(r, err)

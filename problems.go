@@ -31,6 +31,10 @@ const (
 	// ProblemStoreUnavailable: 503 with Retry-After, the store could not be
 	// reached; the request did not run.
 	ProblemStoreUnavailable = "https://github.com/seed43327c4c/idempotency/problems/store-unavailable"
+	// ProblemRequestInterrupted: 503 with Retry-After, the request's context
+	// ended (a deadline passed, or the client hung up) before it completed,
+	// and nothing of it was kept.
+	ProblemRequestInterrupted = "https://github.com/seed43327c4c/idempotency/problems/request-interrupted"
 )
 
 var (
@@ -59,6 +63,9 @@ var (
 	problemStoreUnavailable = httpx.Problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,
 		Title:  "The request cannot be processed safely right now",
 		Detail: "It was not processed. Retry it with the same Idempotency-Key."}
+	problemRequestInterrupted = httpx.Problem{Type: ProblemRequestInterrupted, Status: http.StatusServiceUnavailable,
+		Title:  "The request was cut short before it completed",
+		Detail: "Nothing of it was kept. Retry it with the same Idempotency-Key."}
 )
 
 // writeRetryableProblem writes p with a Retry-After header in whole seconds,

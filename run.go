@@ -14,9 +14,14 @@ import (
 // run runs the handler for a request whose key this process has just
 // claimed under owner (the claim was sent at claimedAt), renewing the lease
 // while it runs, then records or releases the key:
-//   - a panic, a request context that ended before the handler returned, a
-//     5xx, or a 408, 409, 425 or 429 releases the key so a retry may run;
-//     the panic is re-raised;
+//   - a panic, a 5xx, or a 408, 409, 425 or 429 releases the key so a
+//     retry may run; the panic is re-raised;
+//   - so does a request context that ended before the handler returned,
+//     unless the handler wrote a 2xx or 3xx status: then its work is done
+//     and its client may hold the answer, so it is recorded as below and
+//     a retry replays it instead of doing the work again. A handler cut
+//     short before it wrote anything gets 503 request-interrupted sent for
+//     it, not net/http's empty 200;
 //   - a hijacked or flushed response, or one over the response limit, marks
 //     the key done but not replayable;
 //   - any other response is stored for replay.
@@ -39,10 +44,13 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	m.leases.stop(lease)
 
 	switch {
-	case r.Context().Err() != nil:
-		m.release(r, c.key, owner)
 	case rec.Hijacked():
 		m.complete(r, c.key, owner, nil)
+	case interrupted(r, rec.Status()):
+		m.release(r, c.key, owner)
+		if rec.Status() == 0 {
+			writeRetryableProblem(w, problemRequestInterrupted, m.retryAfter)
+		}
 	case !recordable(rec.Status()):
 		m.release(r, c.key, owner)
 	case !rec.Replayable():
@@ -50,6 +58,13 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	default:
 		m.complete(r, c.key, owner, m.storedResponse(rec))
 	}
+}
+
+// interrupted reports whether r's context ended before its handler
+// finished the work, judged by the status the handler wrote: a 2xx or 3xx
+// means it finished.
+func interrupted(r *http.Request, status int) bool {
+	return r.Context().Err() != nil && (status < 200 || status >= 400)
 }
 
 // recordable reports whether a response with status is stored for replay

@@ -26,10 +26,12 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 
 // runInTx runs the handler inside the claim's transaction and holds its
 // response back until the outcome is decided:
-//   - a panic, a request context that ended before the handler returned, a
-//     5xx, or a 408, 409, 425 or 429 rolls the transaction back (the
-//     handler's writes and the claim together); the response, if the
-//     client is still there, is sent as written, and a panic is re-raised;
+//   - a panic, a 5xx, a 408, 409, 425 or 429, or a request context that
+//     ended before the handler returned (unless it wrote a 2xx or 3xx
+//     status, as in run) rolls the transaction back (the handler's writes
+//     and the claim together); the response is sent as written, or 503
+//     request-interrupted if the handler wrote nothing, and a panic is
+//     re-raised;
 //   - otherwise the response is stored (or, over the response limit, the
 //     key marked done but not replayable) and the transaction committed;
 //     only then is the response sent. If the commit fails, the client gets
@@ -46,12 +48,16 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 	m.next.ServeHTTP(held, r)
 	finished = true
 
-	switch {
-	case r.Context().Err() != nil:
+	status := held.Status()
+	if !held.Wrote() {
+		status = 0 // as run sees it: 200 only if the request was not cut short
+	}
+	if interrupted(r, status) || !recordable(status) {
 		m.rollback(r, tx)
-		return
-	case !recordable(held.Status()):
-		m.rollback(r, tx)
+		if status == 0 {
+			writeRetryableProblem(w, problemRequestInterrupted, m.retryAfter)
+			return
+		}
 		held.Send()
 		return
 	}

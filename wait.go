@@ -14,7 +14,8 @@ const (
 // waitForRecord polls the key of a request whose duplicate is in flight
 // until it completes (replay), is released or lapses (this request claims
 // it and runs), or the wait times out (409). The request's own context
-// ending stops the wait without a response.
+// ending (its deadline, or its client hanging up) ends the wait as a
+// timeout does, with 409.
 func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *call, token string) {
 	deadline := time.Now().Add(m.wait)
 	poll := min(firstPoll, m.wait)
@@ -23,6 +24,7 @@ func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *ca
 	for {
 		select {
 		case <-r.Context().Done():
+			writeRetryableProblem(w, problemKeyInFlight, m.retryAfter)
 			return
 		case <-timer.C:
 		}

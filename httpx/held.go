@@ -69,6 +69,9 @@ func (h *Held) Unwrap() http.ResponseWriter { return h.w }
 // Status returns the held status: 200 if the handler wrote nothing.
 func (h *Held) Status() int { return max(h.status, http.StatusOK) }
 
+// Wrote reports whether the handler wrote a status or any body.
+func (h *Held) Wrote() bool { return h.status != 0 }
+
 // Body returns the held body.
 func (h *Held) Body() []byte { return h.body }
 

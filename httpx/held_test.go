@@ -29,6 +29,7 @@ func TestHeldSendsNothingUntilSend(t *testing.T) {
 	require.Empty(t, w.Body.String())
 	require.Empty(t, w.Header().Get("Location"), "the real header map is untouched until Send")
 	require.Equal(t, http.StatusCreated, held.Status())
+	require.True(t, held.Wrote())
 	require.Equal(t, "one,two", string(held.Body()))
 
 	held.Send()
@@ -42,6 +43,7 @@ func TestHeldDefaultsTo200AndRefusesHijack(t *testing.T) {
 	w := httptest.NewRecorder()
 	held := NewHeld(w)
 	require.Equal(t, http.StatusOK, held.Status())
+	require.False(t, held.Wrote(), "a status of 200 by default, but nothing written")
 	_, _, err := http.NewResponseController(held).Hijack()
 	require.True(t, errors.Is(err, http.ErrNotSupported))
 	held.Send()

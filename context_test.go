@@ -1,0 +1,136 @@
+package idempotency_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// withDeadline gives every request a deadline, as a per-request timeout
+// middleware or a gateway's budget does: the context ends while the client
+// is still connected and waiting for an answer.
+func withDeadline(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// abandoning answers nothing once its request's context ends, as a handler
+// whose payment call honours the context does.
+func abandoning(runs *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			<-r.Context().Done()
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+}
+
+// TestContextEndedAfterSuccessIsRecorded: the context ended while the
+// handler ran, but the handler finished the payment and answered 201; its
+// client may have that answer. The retry gets it replayed, and the payment
+// is not made twice.
+func TestContextEndedAfterSuccessIsRecorded(t *testing.T) {
+	h := &paymentHandler{}
+	mw := idempotency.New()(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	first := post(mw, "k", "{}", func(r *http.Request) {
+		*r = *r.WithContext(ctx)
+		r.Body = cancelOnRead{r.Body, cancel}
+	})
+	require.Equal(t, http.StatusCreated, first.StatusCode)
+	retry := post(mw, "k", "{}")
+	require.Equal(t, "true", retry.Header.Get("Idempotent-Replayed"))
+	require.EqualValues(t, 1, h.runs.Load())
+}
+
+// TestDeadlineBeforeAnyAnswer: the handler gave up when the deadline
+// passed, having written nothing. The client, still connected, gets 503
+// request-interrupted (not net/http's empty 200), and the key is released,
+// so the retry runs.
+func TestDeadlineBeforeAnyAnswer(t *testing.T) {
+	var runs atomic.Int64
+	srv := httptest.NewServer(withDeadline(50*time.Millisecond, idempotency.New()(abandoning(&runs))))
+	defer srv.Close()
+	first := postTo(t, srv.URL, "k", "{}")
+	requireProblem(t, first, http.StatusServiceUnavailable, idempotency.ProblemRequestInterrupted)
+	require.NotEmpty(t, first.Header.Get("Retry-After"))
+	require.Equal(t, http.StatusCreated, postTo(t, srv.URL, "k", "{}").StatusCode, "the retry runs")
+	require.EqualValues(t, 2, runs.Load())
+}
+
+// TestDeadlineBeforeAnyAnswerInTx: the same in transactional mode: the
+// transaction is rolled back, nothing is committed, and the client gets
+// 503 request-interrupted.
+func TestDeadlineBeforeAnyAnswerInTx(t *testing.T) {
+	s := &txMemory{Memory: store.NewMemory()}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx := r.Context().Value(stagedKey{}).(*memTx)
+		tx.staged = append(tx.staged, "payment")
+		<-r.Context().Done()
+	})
+	srv := httptest.NewServer(withDeadline(50*time.Millisecond, idempotency.New(idempotency.WithStore(s))(handler)))
+	defer srv.Close()
+	first := postTo(t, srv.URL, "k", "{}")
+	requireProblem(t, first, http.StatusServiceUnavailable, idempotency.ProblemRequestInterrupted)
+	require.Empty(t, s.committed())
+}
+
+// TestDeadlineWhileWaiting: a duplicate waiting (WithWait) for an
+// in-flight key whose own deadline passes gets 409, as when the wait times
+// out, not an empty 200.
+func TestDeadlineWhileWaiting(t *testing.T) {
+	h := &paymentHandler{gate: make(chan struct{})}
+	mw := idempotency.New(idempotency.WithWait(5 * time.Second))(h)
+	srv := httptest.NewServer(withDeadline(200*time.Millisecond, mw))
+	defer srv.Close()
+	defer close(h.gate)
+	firstDone := make(chan struct{})
+	go func() {
+		defer close(firstDone)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+		req.Header.Set("Idempotency-Key", "k")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	require.Eventually(t, func() bool { return h.runs.Load() >= 1 }, time.Second, time.Millisecond)
+	duplicate := postTo(t, srv.URL, "k", "")
+	requireProblem(t, duplicate, http.StatusConflict, idempotency.ProblemKeyInFlight)
+}
+
+// stallingStore never answers a claim before the request's context ends,
+// as a store that has stopped responding.
+type stallingStore struct{ store.Store }
+
+func (s stallingStore) Claim(ctx context.Context, _, _, _ string, _ time.Duration) (store.Record, bool, error) {
+	<-ctx.Done()
+	return store.Record{}, false, ctx.Err()
+}
+
+// TestDeadlineDuringClaim: a claim cut off by the request's deadline is a
+// store failure worth logging, and the client gets 503
+// request-interrupted; even with fail-open the handler does not run.
+func TestDeadlineDuringClaim(t *testing.T) {
+	errs := &errorLog{}
+	h := &paymentHandler{}
+	mw := idempotency.New(idempotency.WithStore(stallingStore{store.NewMemory()}), idempotency.WithFailOpen(), errs.option())(h)
+	srv := httptest.NewServer(withDeadline(50*time.Millisecond, mw))
+	defer srv.Close()
+	resp := postTo(t, srv.URL, "k", "{}")
+	requireProblem(t, resp, http.StatusServiceUnavailable, idempotency.ProblemRequestInterrupted)
+	require.Zero(t, h.runs.Load())
+	require.Len(t, errs.all(), 1)
+	require.ErrorIs(t, errs.all()[0], context.DeadlineExceeded)
+}
