@@ -28,7 +28,8 @@ const never = time.Duration(math.MaxInt64)
 // Leases and retentions run on the process's monotonic clock, so changes to
 // the wall clock do not move them. The next Claim takes over a record whose
 // lease or retention has ended; until then, the owner of a lapsed lease may
-// still renew, complete or release its record (see Renew).
+// still renew, complete or release its record (see Renew), unless a sweep
+// (below) has removed it first, which it may once the lease has ended.
 //
 // The store is bounded by WithMaxRecords. Expired records are swept, under
 // the lock and without a background goroutine, before a new key is inserted
