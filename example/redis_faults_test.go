@@ -114,7 +114,12 @@ func TestExampleRedisWorkerKilled(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, p.URL+"/payments", strings.NewReader(paymentBody))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", "killed")
-		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+		// A connection of its own: net/http's transport sends a request
+		// that carries an Idempotency-Key again, on a new connection, when
+		// a reused keep-alive connection dies before any response, and
+		// that second try would reach a restarted worker.
+		client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := client.Do(req)
 		if err == nil {
 			resp.Body.Close()
 		}
