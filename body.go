@@ -21,7 +21,8 @@ func (b *bufferedBody) Close() error { return nil }
 func (b *bufferedBody) contents() []byte { return b.data }
 
 // read reads r's whole body into b, at most limit bytes. A longer body, by
-// its Content-Length or by what arrives, is errBodyTooLarge.
+// its Content-Length or by what arrives, is errBodyTooLarge; so is a body
+// that an http.MaxBytesReader around it (an outer, smaller limit) cut off.
 func (b *bufferedBody) read(r *http.Request, limit int64) error {
 	if r.ContentLength > limit {
 		return errBodyTooLarge
@@ -65,6 +66,10 @@ func readAtMost(body io.Reader, size, limit int64) ([]byte, error) {
 			return buf, nil
 		}
 		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				return nil, errBodyTooLarge
+			}
 			return nil, err
 		}
 	}

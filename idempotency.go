@@ -166,9 +166,11 @@ func (m *middleware) answerFromRecord(w http.ResponseWriter, c *call, rec store.
 	switch {
 	case rec.Fingerprint != c.fingerprint:
 		httpx.WriteProblem(w, problemKeyReused)
-	case rec.State == store.StateCompleted:
+	case rec.State == store.StateCompleted && rec.Response != nil:
 		m.replay(w, rec.Response)
-	case rec.State == store.StateUnreplayable:
+	case rec.State == store.StateCompleted, rec.State == store.StateUnreplayable:
+		// A completed record without its response (a faulty store) is
+		// answered as one that could not be stored, never run again.
 		httpx.WriteProblem(w, problemNotReplayable)
 	default:
 		return false

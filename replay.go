@@ -11,12 +11,22 @@ const replayedHeader = "Idempotent-Replayed"
 
 // replay writes a stored response: its status, its replayable headers and
 // its body, plus Idempotent-Replayed: true. Headers are checked again here,
-// in case another process with a longer allow-list stored the record.
+// in case another process with a longer allow-list stored the record. The
+// header values are copied, all into one array, because the store may share
+// its response with every duplicate and a middleware outside this one may
+// change the values it finds in w.Header() in place.
 func (m *middleware) replay(w http.ResponseWriter, resp *store.Response) {
+	n := 0
+	for _, values := range resp.Header {
+		n += len(values)
+	}
+	copies := make([]string, 0, n)
 	h := w.Header()
 	for name, values := range resp.Header {
 		if m.replayable(name) {
-			h[name] = values[:len(values):len(values)] // an append copies, never writes into the store's
+			start := len(copies)
+			copies = append(copies, values...)
+			h[name] = copies[start:len(copies):len(copies)]
 		}
 	}
 	h.Set(replayedHeader, "true")

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store"
 )
 
 // TestReplayKeepsRepresentationHeaders: the headers that say how to read
@@ -75,4 +77,60 @@ func TestAnnouncedLengthIsNotPreallocated(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	require.Equal(t, http.StatusBadRequest, w.Code, "an unreadable body")
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated for a body of 256 MiB announced, 0 sent")
+}
+
+// TestReplayedHeadersAreCopies: a middleware outside this one that changes
+// a replayed header value in place changes that one response only, not
+// the stored record that later duplicates get.
+func TestReplayedHeadersAreCopies(t *testing.T) {
+	mw := idempotency.New()(&paymentHandler{})
+	scribbler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mw.ServeHTTP(w, r)
+		if values := w.Header()["Location"]; len(values) > 0 {
+			values[0] = "/scribbled"
+		}
+	})
+	post(scribbler, "k", "{}")
+	post(scribbler, "k", "{}") // a replay, scribbled on after the middleware wrote it
+	third := post(scribbler, "k", "{}")
+	require.Equal(t, "true", third.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, "/payments/1", post(mw, "k", "{}").Header.Get("Location"))
+}
+
+// forgetfulStore reports every live record completed but without its
+// response, as a faulty store might.
+type forgetfulStore struct{ store.Store }
+
+func (s forgetfulStore) Claim(ctx context.Context, key, fp, token string, lease time.Duration) (store.Record, bool, error) {
+	rec, claimed, err := s.Store.Claim(ctx, key, fp, token, lease)
+	if err == nil && !claimed {
+		rec.State, rec.Response = store.StateCompleted, nil
+	}
+	return rec, claimed, err
+}
+
+// TestCompletedWithoutResponse: a record reported completed without its
+// response gets 409 not-replayable; the handler does not run again and
+// nothing panics.
+func TestCompletedWithoutResponse(t *testing.T) {
+	h := &paymentHandler{}
+	mw := idempotency.New(idempotency.WithStore(forgetfulStore{store.NewMemory()}))(h)
+	require.Equal(t, http.StatusCreated, post(mw, "k", "{}").StatusCode)
+	requireProblem(t, post(mw, "k", "{}"), http.StatusConflict, idempotency.ProblemNotReplayable)
+	require.EqualValues(t, 1, h.runs.Load())
+}
+
+// TestOuterMaxBytesReaderIs413: a body cut off by an http.MaxBytesReader
+// outside the middleware, with a limit below the middleware's, gets 413
+// like a body over the middleware's own limit.
+func TestOuterMaxBytesReaderIs413(t *testing.T) {
+	h := &paymentHandler{}
+	mw := idempotency.New()(h)
+	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 10)
+		mw.ServeHTTP(w, r)
+	})
+	resp := post(outer, "k", `{"amount":1000,"currency":"eur"}`, func(r *http.Request) { r.ContentLength = -1 })
+	requireProblem(t, resp, http.StatusRequestEntityTooLarge, idempotency.ProblemBodyTooLarge)
+	require.Zero(t, h.runs.Load())
 }
