@@ -134,3 +134,45 @@ func TestDeadlineDuringClaim(t *testing.T) {
 	require.Len(t, errs.all(), 1)
 	require.ErrorIs(t, errs.all()[0], context.DeadlineExceeded)
 }
+
+// TestTimeoutHandlerOutsideRecordsNoCutBody: an http.TimeoutHandler outside
+// the middleware answers 503 when its time is up; the handler, ignoring its
+// context, then charges and writes 201, but none of its body reaches
+// anyone. That cut response is not replayed as the answer: the key is done
+// but not replayable, so the retry gets 409 and the charge is not repeated.
+func TestTimeoutHandlerOutsideRecordsNoCutBody(t *testing.T) {
+	var runs atomic.Int64
+	charge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"pay_1"}`))
+	})
+	srv := httptest.NewServer(http.TimeoutHandler(idempotency.New()(charge), 50*time.Millisecond, "timeout"))
+	defer srv.Close()
+	require.Equal(t, http.StatusServiceUnavailable, postTo(t, srv.URL, "k", "{}").StatusCode, "the timeout handler's answer")
+	require.Eventually(t, func() bool {
+		retry := postTo(t, srv.URL, "k", "{}")
+		return retry.StatusCode == http.StatusConflict && retry.Header.Get("Retry-After") == ""
+	}, 2*time.Second, 20*time.Millisecond, "once the first run has finished, the retry gets 409 not-replayable")
+	require.EqualValues(t, 1, runs.Load())
+}
+
+// TestInterruptedProblemIsReadable: the 503 sent for a handler cut short
+// before it wrote anything drops the Content-Encoding and the cookie the
+// handler had set: the problem is plain JSON, and nothing of the request is
+// kept.
+func TestInterruptedProblemIsReadable(t *testing.T) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Set-Cookie", "session=secret")
+		<-r.Context().Done()
+	})
+	srv := httptest.NewServer(withDeadline(50*time.Millisecond, idempotency.New()(handler)))
+	defer srv.Close()
+	resp := postTo(t, srv.URL, "k", "{}")
+	requireProblem(t, resp, http.StatusServiceUnavailable, idempotency.ProblemRequestInterrupted)
+	require.Empty(t, resp.Header.Values("Set-Cookie"))
+}

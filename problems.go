@@ -33,7 +33,7 @@ const (
 	ProblemStoreUnavailable = "https://github.com/seed43327c4c/idempotency/problems/store-unavailable"
 	// ProblemRequestInterrupted: 503 with Retry-After, the request's context
 	// ended (a deadline passed, or the client hung up) before it completed,
-	// and nothing of it was kept.
+	// and its key was freed for a retry.
 	ProblemRequestInterrupted = "https://github.com/seed43327c4c/idempotency/problems/request-interrupted"
 )
 
@@ -65,7 +65,7 @@ var (
 		Detail: "It was not processed. Retry it with the same Idempotency-Key."}
 	problemRequestInterrupted = httpx.Problem{Type: ProblemRequestInterrupted, Status: http.StatusServiceUnavailable,
 		Title:  "The request was cut short before it completed",
-		Detail: "Nothing of it was kept. Retry it with the same Idempotency-Key."}
+		Detail: "It did not complete, and its Idempotency-Key was freed. Retry it with the same key."}
 )
 
 // writeRetryableProblem writes p with a Retry-After header in whole seconds,

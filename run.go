@@ -22,8 +22,10 @@ import (
 //     a retry replays it instead of doing the work again. A handler cut
 //     short before it wrote anything gets 503 request-interrupted sent for
 //     it, not net/http's empty 200;
-//   - a hijacked or flushed response, or one over the response limit, marks
-//     the key done but not replayable;
+//   - a hijacked or flushed response, one over the response limit, or one
+//     whose body could not all be written to the client (it hung up, or a
+//     timeout handler outside took over) marks the key done but not
+//     replayable;
 //   - any other response is stored for replay.
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner store.Lease, claimedAt time.Time) {
 	rec := &c.rec
@@ -49,6 +51,8 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	case interrupted(r, rec.Status()):
 		m.release(r, c.key, owner)
 		if rec.Status() == 0 {
+			// The request did not complete: its cookie is not sent either.
+			w.Header().Del("Set-Cookie")
 			writeRetryableProblem(w, problemRequestInterrupted, m.retryAfter)
 		}
 	case !recordable(rec.Status()):
@@ -103,7 +107,7 @@ func (m *middleware) complete(r *http.Request, key string, owner store.Lease, re
 	}
 }
 
-// release deletes the claim, if still ours, so a retry may run.
+// release frees the claim, if still ours, so a retry may run.
 func (m *middleware) release(r *http.Request, key string, owner store.Lease) {
 	err := m.store.Release(detached(r), key, owner)
 	if err != nil && !errors.Is(err, store.ErrNotOwner) {

@@ -24,10 +24,11 @@ type Problem struct {
 }
 
 // WriteProblem writes p as an application/problem+json response: it removes
-// any Content-Length, ETag and Last-Modified set before (they describe some
-// other content), sets Content-Type, Content-Length, Cache-Control: no-store
-// and X-Content-Type-Options: nosniff, then writes the status and the JSON
-// body. It never panics: a status outside 400..599 is written as 500. Other
+// any Content-Length, ETag, Last-Modified and other Content-* headers set
+// before (they describe some other content, and a Content-Encoding would
+// make the JSON unreadable), sets Content-Type, Content-Length,
+// Cache-Control: no-store and X-Content-Type-Options: nosniff, then writes
+// the status and the JSON body. It never panics: a status outside 400..599 is written as 500. Other
 // headers already set on w, such as Retry-After, are sent as they are.
 func WriteProblem(w http.ResponseWriter, p Problem) {
 	if p.Status < 400 || p.Status > 599 {
@@ -42,12 +43,20 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 	// Marshal cannot fail on strings and an int; invalid UTF-8 is replaced.
 	body, _ := json.Marshal(p)
 	h := w.Header()
-	h.Del("ETag")
-	h.Del("Last-Modified")
+	for _, name := range otherContent {
+		h.Del(name)
+	}
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
+}
+
+// otherContent are the headers that describe a representation other than
+// the problem's, removed before it is written.
+var otherContent = []string{
+	"ETag", "Last-Modified", "Content-Encoding", "Content-Range", "Content-Disposition",
+	"Content-Language", "Content-Location",
 }

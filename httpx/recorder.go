@@ -27,8 +27,9 @@ import (
 //   - Every body byte reaches the client. A copy is kept while the body is at
 //     most limit bytes; once it grows beyond limit the copy is dropped, its
 //     memory released, and Overflowed reports true.
-//   - A flushed or hijacked response is reported as such; together with an
-//     overflow these make a response not replayable.
+//   - A flushed or hijacked response is reported as such, and so is a body
+//     write that failed or was short; together with an overflow these make
+//     a response not replayable.
 //
 // Unwrap returns the wrapped writer, so http.NewResponseController on a
 // Recorder reaches the real writer's extras, such as SetWriteDeadline.
@@ -45,6 +46,7 @@ type Recorder struct {
 	overflowed bool
 	flushed    bool
 	hijacked   bool
+	cutShort   bool // a body write failed or was short
 }
 
 // NewRecorder returns a Recorder that passes everything through to w and
@@ -108,6 +110,11 @@ func (r *Recorder) Write(p []byte) (int, error) {
 	r.implicitOK()
 	n, err := r.w.Write(p)
 	r.record(p[:n])
+	if (err != nil || n < len(p)) && !errors.Is(err, http.ErrBodyNotAllowed) {
+		// A body for a 204 or 304 is refused, not cut short: the client
+		// got the whole response, which has no body.
+		r.cutShort = true
+	}
 	return n, err
 }
 
@@ -264,9 +271,16 @@ func (r *Recorder) Hijacked() bool {
 	return r.hijacked
 }
 
+// CutShort reports whether a body write failed or the wrapped writer took
+// only part of it (the client hung up, or a timeout handler outside took
+// over the response): the kept body is not all the handler wrote.
+func (r *Recorder) CutShort() bool {
+	return r.cutShort
+}
+
 // Replayable reports whether the recorded status, header snapshot and body
-// are the complete response the client got: it was not flushed, hijacked or
-// larger than the limit.
+// are the complete response the handler wrote and the client was sent: it
+// was not flushed, hijacked, larger than the limit or cut short.
 func (r *Recorder) Replayable() bool {
-	return !r.overflowed && !r.flushed && !r.hijacked
+	return !r.overflowed && !r.flushed && !r.hijacked && !r.cutShort
 }

@@ -611,3 +611,40 @@ func TestRecorderResetStartsAfresh(t *testing.T) {
 	require.Equal(t, "fits", second.Body.String())
 	require.Equal(t, "too long", first.Body.String())
 }
+
+// failingWriter takes the status, then at most accept bytes of body, and
+// fails every write after them, as a connection whose client hung up does.
+type failingWriter struct {
+	*httptest.ResponseRecorder
+	accept int
+}
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	n := min(len(p), f.accept)
+	f.accept -= n
+	_, _ = f.ResponseRecorder.Write(p[:n])
+	if n < len(p) {
+		return n, errors.New("connection reset by peer")
+	}
+	return n, nil
+}
+
+// TestRecorderCutShort: a body write that fails or is short makes the
+// response not replayable; a body refused for a 204 does not.
+func TestRecorderCutShort(t *testing.T) {
+	w := &failingWriter{ResponseRecorder: httptest.NewRecorder(), accept: 5}
+	rec := NewRecorder(w, 1<<20)
+	rec.WriteHeader(http.StatusCreated)
+	_, err := rec.Write([]byte("paid in full"))
+	require.Error(t, err)
+	require.True(t, rec.CutShort())
+	require.False(t, rec.Replayable())
+	require.Equal(t, "paid ", string(rec.Body()), "the body kept is what the client was sent")
+
+	empty := NewRecorder(httptest.NewRecorder(), 1<<20)
+	empty.WriteHeader(http.StatusNoContent)
+	_, err = empty.Write([]byte("no body for a 204"))
+	require.ErrorIs(t, err, http.ErrBodyNotAllowed)
+	require.False(t, empty.CutShort())
+	require.True(t, empty.Replayable())
+}

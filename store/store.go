@@ -25,7 +25,10 @@ type Store interface {
 	// If key has no record, or its record is in flight with an expired
 	// lease, Claim creates an in-flight record owned by token and returns it
 	// with claimed true. Fencing numbers are at least 1, and a takeover of
-	// an expired lease gets one higher than the previous owner's.
+	// an expired lease, or a claim after a release, gets a higher one than
+	// the previous owner's: a store keeps a released or abandoned record's
+	// fencing number for a while (or draws numbers from one counter), so
+	// that they never go back.
 	//
 	// Otherwise Claim changes nothing and returns the existing record with
 	// claimed false: in flight (with the lease time remaining in TTL) or
@@ -53,9 +56,11 @@ type Store interface {
 	// to spare a copy).
 	Complete(ctx context.Context, key string, owner Lease, resp *Response, retention time.Duration) error
 
-	// Release deletes owner's in-flight record so that a retry may run the
-	// request again. If owner no longer holds the key, Release returns
-	// ErrNotOwner and changes nothing.
+	// Release frees owner's in-flight record so that a retry may run the
+	// request again: the next Claim wins, with a higher fencing number (a
+	// store may delete the record or keep it, lease ended and token gone).
+	// If owner no longer holds the key, Release returns ErrNotOwner and
+	// changes nothing.
 	Release(ctx context.Context, key string, owner Lease) error
 }
 

@@ -14,8 +14,9 @@ import (
 // token $2 and fence $3; a row count of zero means the caller no longer
 // holds it. They take no advisory lock, so a stale owner whose row a
 // TxStore's open transaction took over waits for that transaction to end,
-// then matches no row: the lock cannot tell such a takeover from a
-// transactional duplicate that only looked at a live owner's key.
+// then matches no row if it committed (and its own row again if it rolled
+// back): the lock cannot tell such a takeover from a transactional
+// duplicate that only looked at a live owner's key.
 const (
 	// renewSQL extends the lease to $4 microseconds from now.
 	renewSQL = `
