@@ -28,6 +28,11 @@ func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *ca
 			return
 		case <-timer.C:
 		}
+		if r.Context().Err() != nil {
+			// Both were ready and select took the timer: the context wins.
+			writeRetryableProblem(w, problemKeyInFlight, m.retryAfter)
+			return
+		}
 		if m.tryClaim(w, r, c, token) {
 			return
 		}
