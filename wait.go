@@ -24,12 +24,11 @@ func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *ca
 	for {
 		select {
 		case <-r.Context().Done():
-			writeRetryableProblem(w, problemKeyInFlight, m.retryAfter)
-			return
 		case <-timer.C:
 		}
+		// Checked whichever woke the loop: when both were ready, select may
+		// have taken the timer, and an ended request must not claim.
 		if r.Context().Err() != nil {
-			// Both were ready and select took the timer: the context wins.
 			writeRetryableProblem(w, problemKeyInFlight, m.retryAfter)
 			return
 		}
