@@ -214,3 +214,33 @@ func TestClaimRaceUnderStricterIsolation(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleOwnerUnderStricterIsolation: under repeatable read, a stale
+// owner's Complete that waited for a transactional takeover's row lock
+// gets store.ErrNotOwner once the takeover commits, not the server's
+// serialization failure.
+func TestStaleOwnerUnderStricterIsolation(t *testing.T) {
+	t.Parallel()
+	table := newTestStore(t).table
+	cfg := testConfig(t)
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+	pool := connect(t, cfg)
+	t.Cleanup(pool.Close)
+	plain := New(pool, WithTable(table))
+	inTx := NewTx(pool, WithTable(table))
+	ctx := context.Background()
+
+	stale, claimed, err := plain.Claim(ctx, "pay", "fp", "stale", 50*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	time.Sleep(100 * time.Millisecond)
+	_, _, tx, err := inTx.BeginClaim(ctx, "pay", "fp", "takeover")
+	require.NoError(t, err)
+	require.NotNil(t, tx, "the transactional claim takes the lapsed row over")
+
+	completed := make(chan error, 1)
+	go func() { completed <- plain.Complete(ctx, "pay", stale.Owner, nil, time.Hour) }()
+	time.Sleep(200 * time.Millisecond) // the Complete is waiting on the row lock
+	require.NoError(t, tx.Commit(ctx, nil, time.Hour))
+	require.ErrorIs(t, <-completed, store.ErrNotOwner)
+}
