@@ -32,8 +32,8 @@ const (
 	// reached; the request did not run.
 	ProblemStoreUnavailable = "https://github.com/seed43327c4c/idempotency/problems/store-unavailable"
 	// ProblemRequestInterrupted: 503 with Retry-After, the request's context
-	// ended (a deadline passed, or the client hung up) before it completed,
-	// and its key was freed for a retry.
+	// ended (a deadline passed, or the client hung up) before it completed;
+	// a retry with the same key runs it, once its key is free.
 	ProblemRequestInterrupted = "https://github.com/seed43327c4c/idempotency/problems/request-interrupted"
 )
 
@@ -65,7 +65,7 @@ var (
 		Detail: "It was not processed. Retry it with the same Idempotency-Key."}
 	problemRequestInterrupted = httpx.Problem{Type: ProblemRequestInterrupted, Status: http.StatusServiceUnavailable,
 		Title:  "The request was cut short before it completed",
-		Detail: "It did not complete, and its Idempotency-Key was freed. Retry it with the same key."}
+		Detail: "It did not complete. Retry it with the same Idempotency-Key."}
 )
 
 // writeRetryableProblem writes p with a Retry-After header in whole seconds,

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,4 +134,37 @@ func TestOuterMaxBytesReaderIs413(t *testing.T) {
 	resp := post(outer, "k", `{"amount":1000,"currency":"eur"}`, func(r *http.Request) { r.ContentLength = -1 })
 	requireProblem(t, resp, http.StatusRequestEntityTooLarge, idempotency.ProblemBodyTooLarge)
 	require.Zero(t, h.runs.Load())
+}
+
+// TestHeadOverHTTP2IsReplayed: with HEAD protected, a HEAD response whose
+// handler writes a body over HTTP/2 (where net/http fails the body writes
+// once the headers are sent) is complete for its client, and is replayed.
+func TestHeadOverHTTP2IsReplayed(t *testing.T) {
+	var runs atomic.Int64
+	mw := idempotency.New(idempotency.WithMethods(http.MethodHead))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("first line\n"))
+		_, _ = w.Write(bytes.Repeat([]byte("x"), 8000))
+	}))
+	srv := httptest.NewUnstartedServer(mw)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	head := func() *http.Response {
+		req, err := http.NewRequest(http.MethodHead, srv.URL+"/receipt", nil)
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", "k")
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		return resp
+	}
+	first := head()
+	require.Equal(t, "HTTP/2.0", first.Proto)
+	require.Equal(t, http.StatusOK, first.StatusCode)
+	second := head()
+	require.Equal(t, http.StatusOK, second.StatusCode)
+	require.Equal(t, "true", second.Header.Get("Idempotent-Replayed"))
+	require.EqualValues(t, 1, runs.Load())
 }

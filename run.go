@@ -30,6 +30,9 @@ import (
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner store.Lease, claimedAt time.Time) {
 	rec := &c.rec
 	rec.Reset(w, m.maxResponseBytes)
+	if r.Method == http.MethodHead {
+		rec.ForHead()
+	}
 	lease := &c.lease
 	m.leases.keep(lease, r, c.key, owner, claimedAt)
 	finished := false

@@ -24,9 +24,9 @@ type Problem struct {
 }
 
 // WriteProblem writes p as an application/problem+json response: it removes
-// any Content-Length, ETag, Last-Modified and other Content-* headers set
-// before (they describe some other content, and a Content-Encoding would
-// make the JSON unreadable), sets Content-Type, Content-Length,
+// any Content-Length, ETag, Last-Modified, digest and other Content-*
+// headers set before (they describe some other content, and a
+// Content-Encoding would make the JSON unreadable), sets Content-Type, Content-Length,
 // Cache-Control: no-store and X-Content-Type-Options: nosniff, then writes
 // the status and the JSON body. It never panics: a status outside 400..599 is written as 500. Other
 // headers already set on w, such as Retry-After, are sent as they are.
@@ -58,5 +58,5 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 // the problem's, removed before it is written.
 var otherContent = []string{
 	"ETag", "Last-Modified", "Content-Encoding", "Content-Range", "Content-Disposition",
-	"Content-Language", "Content-Location",
+	"Content-Language", "Content-Location", "Content-Digest", "Content-MD5", "Repr-Digest", "Digest",
 }

@@ -90,3 +90,21 @@ func TestWriteProblemOverServer(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
 	assert.Equal(t, Problem{Type: "about:blank", Title: "Unprocessable", Status: http.StatusUnprocessableEntity}, p)
 }
+
+// TestWriteProblemDropsOtherContentHeaders: headers that describe another
+// representation (its encoding, range, digests) are not sent with the
+// problem, which they do not describe.
+func TestWriteProblemDropsOtherContentHeaders(t *testing.T) {
+	w := httptest.NewRecorder()
+	other := []string{"Content-Encoding", "Content-Range", "Content-Disposition", "Content-Digest",
+		"Content-MD5", "Repr-Digest", "Digest", "ETag", "Last-Modified"}
+	for _, name := range other {
+		w.Header().Set(name, "of another body")
+	}
+	w.Header().Set("Retry-After", "1")
+	WriteProblem(w, Problem{Status: http.StatusServiceUnavailable})
+	for _, name := range other {
+		require.Empty(t, w.Header().Values(name), name)
+	}
+	require.Equal(t, "1", w.Header().Get("Retry-After"), "headers about the response itself stay")
+}

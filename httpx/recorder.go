@@ -47,6 +47,7 @@ type Recorder struct {
 	flushed    bool
 	hijacked   bool
 	cutShort   bool // a body write failed or was short
+	head       bool // the response to a HEAD request: no body reaches the client
 }
 
 // NewRecorder returns a Recorder that passes everything through to w and
@@ -110,9 +111,10 @@ func (r *Recorder) Write(p []byte) (int, error) {
 	r.implicitOK()
 	n, err := r.w.Write(p)
 	r.record(p[:n])
-	if (err != nil || n < len(p)) && !errors.Is(err, http.ErrBodyNotAllowed) {
+	if (err != nil || n < len(p)) && !errors.Is(err, http.ErrBodyNotAllowed) && !r.head {
 		// A body for a 204 or 304 is refused, not cut short: the client
-		// got the whole response, which has no body.
+		// got the whole response, which has no body. So does the client of
+		// a HEAD request, whatever the writer says of its body.
 		r.cutShort = true
 	}
 	return n, err
@@ -269,6 +271,13 @@ func (r *Recorder) Flushed() bool {
 // Hijacked reports whether the handler took over the connection.
 func (r *Recorder) Hijacked() bool {
 	return r.hijacked
+}
+
+// ForHead marks the response as the answer to a HEAD request, whose body
+// never reaches the client: a failed body write then does not make it cut
+// short (HTTP/2 fails body writes once a HEAD response's headers are sent).
+func (r *Recorder) ForHead() {
+	r.head = true
 }
 
 // CutShort reports whether a body write failed or the wrapped writer took

@@ -648,3 +648,15 @@ func TestRecorderCutShort(t *testing.T) {
 	require.False(t, empty.CutShort())
 	require.True(t, empty.Replayable())
 }
+
+// TestRecorderForHead: the response to a HEAD request is never cut short,
+// whatever its writer says of the body, which its client never gets.
+func TestRecorderForHead(t *testing.T) {
+	w := &failingWriter{ResponseRecorder: httptest.NewRecorder(), accept: 0}
+	rec := NewRecorder(w, 1<<20)
+	rec.ForHead()
+	_, err := rec.Write([]byte("body of a HEAD response"))
+	require.Error(t, err)
+	require.False(t, rec.CutShort())
+	require.True(t, rec.Replayable())
+}
