@@ -37,14 +37,15 @@ const DefaultSweepInterval = time.Minute
 const sweepBatch = 1000
 
 // DeleteExpired removes up to batch expired rows and returns how many it
-// removed; fewer than batch means none were left that it could lock. A
-// done row is removed once its retention has ended on the database's
-// clock. An in-flight row whose lease lapsed (its owner died) or was ended
-// by a release is kept for the abandoned retention after that (see
+// removed; fewer than batch means none were left that it could lock. A done
+// row is removed once its retention has ended on the database's clock. An
+// in-flight row whose lease lapsed (its owner died) or was ended by a
+// release is kept for the abandoned retention after that (see
 // WithAbandonedRetention), so that a takeover gets a higher fencing number
-// than the last owner's, and removed after it. Any number of callers, in any number of processes, may run it at
-// once on one table: each skips the rows the others hold and none waits.
-// A batch below 1 is an error and removes nothing.
+// than the last owner's, and removed after it. Any number of callers, in any
+// number of processes, may run it at once on one table: each skips the rows
+// the others hold and none waits. A batch below 1 is an error and removes
+// nothing.
 func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 	if batch < 1 {
 		return 0, errors.New("pgstore: DeleteExpired expects batch >= 1")
