@@ -92,22 +92,11 @@ func TestDeadlineBeforeAnyAnswerInTx(t *testing.T) {
 // out, not an empty 200.
 func TestDeadlineWhileWaiting(t *testing.T) {
 	h := &paymentHandler{gate: make(chan struct{})}
-	mw := idempotency.New(idempotency.WithWait(5 * time.Second))(h)
-	srv := httptest.NewServer(withDeadline(200*time.Millisecond, mw))
-	defer srv.Close()
-	defer close(h.gate)
-	firstDone := make(chan struct{})
-	go func() {
-		defer close(firstDone)
-		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
-		req.Header.Set("Idempotency-Key", "k")
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_ = resp.Body.Close()
-		}
-	}()
-	require.Eventually(t, func() bool { return h.runs.Load() >= 1 }, time.Second, time.Millisecond)
-	duplicate := postTo(t, srv.URL, "k", "")
-	requireProblem(t, duplicate, http.StatusConflict, idempotency.ProblemKeyInFlight)
+	mw := withDeadline(200*time.Millisecond, idempotency.New(idempotency.WithWait(5*time.Second))(h))
+	done := startFirst(t, mw, h, "k", "{}")
+	requireProblem(t, post(mw, "k", "{}"), http.StatusConflict, idempotency.ProblemKeyInFlight)
+	close(h.gate)
+	<-done
 }
 
 // stallingStore never answers a claim before the request's context ends,

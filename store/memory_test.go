@@ -44,6 +44,17 @@ func mustClaim(t *testing.T, m *store.Memory, key string, d time.Duration) store
 	return rec.Owner
 }
 
+// completeBody claims key, completes it with a 201 carrying body for
+// retention, and returns the record a duplicate's claim then sees.
+func completeBody(t *testing.T, m *store.Memory, key string, body []byte, retention time.Duration) store.Record {
+	t.Helper()
+	owner := mustClaim(t, m, key, lease)
+	require.NoError(t, m.Complete(t.Context(), key, owner, &store.Response{Status: 201, Body: body}, retention))
+	rec, ok := claim(t, m, key, lease)
+	require.False(t, ok)
+	return rec
+}
+
 // requireFull requires a claim on the new key to fail with ErrFull.
 func requireFull(t *testing.T, m *store.Memory, key string) {
 	t.Helper()
@@ -217,11 +228,7 @@ func TestMemoryByteCap(t *testing.T) {
 	m := store.NewMemory(store.WithMaxBytes(1000))
 	complete := func(key string, body []byte, retention time.Duration) store.Record {
 		t.Helper()
-		owner := mustClaim(t, m, key, lease)
-		require.NoError(t, m.Complete(t.Context(), key, owner, &store.Response{Status: 201, Body: body}, retention))
-		rec, ok := claim(t, m, key, lease)
-		require.False(t, ok)
-		return rec
+		return completeBody(t, m, key, body, retention)
 	}
 	require.Equal(t, store.StateCompleted, complete("small", make([]byte, 600), time.Second).State)
 	rec := complete("no-room", make([]byte, 600), time.Hour)
@@ -242,11 +249,7 @@ func TestMemoryKeepsBodyWithItsCapacity(t *testing.T) {
 	m := store.NewMemory(store.WithMaxBytes(100))
 	complete := func(key string, body []byte) store.Record {
 		t.Helper()
-		owner := mustClaim(t, m, key, lease)
-		require.NoError(t, m.Complete(t.Context(), key, owner, &store.Response{Status: 201, Body: body}, retention))
-		rec, ok := claim(t, m, key, lease)
-		require.False(t, ok)
-		return rec
+		return completeBody(t, m, key, body, retention)
 	}
 	require.Equal(t, store.StateUnreplayable, complete("roomy", make([]byte, 10, 101)).State,
 		"10 bytes in an array of 101 do not fit a cap of 100")
