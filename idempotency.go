@@ -134,7 +134,7 @@ func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
 		m.waitForRecord(w, r, c, token)
 		return
 	}
-	writeRetryableProblem(w, problemKeyInFlight, m.retryAfter)
+	m.writeRetryableProblem(w, problemKeyInFlight)
 }
 
 // tryClaim makes one attempt at c's key: it runs the handler if it
@@ -190,7 +190,7 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, err err
 		if !errors.Is(ended, context.Canceled) {
 			m.errorHandler(r, err)
 		}
-		writeRetryableProblem(w, problemRequestInterrupted, m.retryAfter)
+		m.writeRetryableProblem(w, problemRequestInterrupted)
 		return
 	}
 	m.errorHandler(r, err)
@@ -200,5 +200,5 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, err err
 		m.next.ServeHTTP(w, r)
 		return
 	}
-	writeRetryableProblem(w, problemStoreUnavailable, m.retryAfter)
+	m.writeRetryableProblem(w, problemStoreUnavailable)
 }

@@ -4,7 +4,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/seed43327c4c/idempotency/httpx"
 )
@@ -68,10 +67,10 @@ var (
 		Detail: "It did not complete. Retry it with the same Idempotency-Key."}
 )
 
-// writeRetryableProblem writes p with a Retry-After header in whole seconds,
-// rounded up.
-func writeRetryableProblem(w http.ResponseWriter, p httpx.Problem, after time.Duration) {
-	seconds := int64(math.Ceil(after.Seconds()))
+// writeRetryableProblem writes p with a Retry-After header of the
+// configured wait (WithRetryAfter) in whole seconds, rounded up.
+func (m *middleware) writeRetryableProblem(w http.ResponseWriter, p httpx.Problem) {
+	seconds := int64(math.Ceil(m.retryAfter.Seconds()))
 	w.Header().Set("Retry-After", strconv.FormatInt(max(seconds, 1), 10))
 	httpx.WriteProblem(w, p)
 }

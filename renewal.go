@@ -114,7 +114,7 @@ func (k *leaseKeeper) renew(l *heldLease) {
 // wake-up tries again.
 func (k *leaseKeeper) renewOnce(l *heldLease) (renewed, lost bool) {
 	m := k.m
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.r.Context()), m.lease/3)
+	ctx, cancel := context.WithTimeout(detached(l.r), m.lease/3)
 	defer cancel()
 	err := m.store.Renew(ctx, l.key, l.owner, m.lease)
 	switch {

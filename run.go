@@ -56,7 +56,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 		if rec.Status() == 0 {
 			// The request did not complete: its cookie is not sent either.
 			w.Header().Del("Set-Cookie")
-			writeRetryableProblem(w, problemRequestInterrupted, m.retryAfter)
+			m.writeRetryableProblem(w, problemRequestInterrupted)
 		}
 	case !recordable(rec.Status()):
 		m.release(r, c.key, owner)

@@ -55,7 +55,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 	if interrupted(r, status) || !recordable(status) {
 		m.rollback(r, tx)
 		if status == 0 {
-			writeRetryableProblem(w, problemRequestInterrupted, m.retryAfter)
+			m.writeRetryableProblem(w, problemRequestInterrupted)
 			return
 		}
 		held.Send()
@@ -67,7 +67,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 	}
 	if err := tx.Commit(detached(r), resp, m.retention); err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))
-		writeRetryableProblem(w, problemCommitFailed, m.retryAfter)
+		m.writeRetryableProblem(w, problemCommitFailed)
 		return
 	}
 	held.Send()

@@ -29,7 +29,7 @@ func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *ca
 		// Checked whichever woke the loop: when both were ready, select may
 		// have taken the timer, and an ended request must not claim.
 		if r.Context().Err() != nil {
-			writeRetryableProblem(w, problemKeyInFlight, m.retryAfter)
+			m.writeRetryableProblem(w, problemKeyInFlight)
 			return
 		}
 		if m.tryClaim(w, r, c, token) {
@@ -37,7 +37,7 @@ func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *ca
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			writeRetryableProblem(w, problemKeyInFlight, m.retryAfter)
+			m.writeRetryableProblem(w, problemKeyInFlight)
 			return
 		}
 		poll = min(2*poll, maxPoll, left)
