@@ -24,9 +24,14 @@ func Fingerprint(r *http.Request, body []byte) string {
 
 // storageKey is the key a record is stored under: scope, method, route and
 // the client's key, each length-prefixed so no two combinations collide,
-// hashed to a fixed-size string that is safe in any store.
+// hashed to a fixed-size string that is safe in any store. Fields that fit
+// are hashed from a buffer on the stack.
 func storageKey(scope, method, route, clientKey string) string {
-	return hashFields(nil, scope, method, route, clientKey)
+	var scratch [256]byte
+	fields := appendFields(scratch[:0], scope, method, route, clientKey)
+	fields = binary.AppendUvarint(fields, 0) // no tail
+	sum := sha256.Sum256(fields)
+	return hexString(sum[:])
 }
 
 // hasher is a reusable SHA-256 state with a scratch buffer for the
@@ -44,20 +49,32 @@ var hashers = sync.Pool{New: func() any { return &hasher{sum: sha256.New()} }}
 // where it lies, not copied.
 func hashFields(tail []byte, fields ...string) string {
 	h := hashers.Get().(*hasher)
-	buf := h.fields[:0]
-	for _, f := range fields {
-		buf = binary.AppendUvarint(buf, uint64(len(f)))
-		buf = append(buf, f...)
-	}
+	buf := appendFields(h.fields[:0], fields...)
 	buf = binary.AppendUvarint(buf, uint64(len(tail)))
 	h.sum.Reset()
 	h.sum.Write(buf)
 	h.sum.Write(tail)
 	h.sum.Sum(h.out[:0])
-	var text [2 * sha256.Size]byte
-	hex.Encode(text[:], h.out[:])
+	key := hexString(h.out[:])
 	h.fields = buf
 	hashers.Put(h)
+	return key
+}
+
+// appendFields appends each field to buf, preceded by its length as a
+// uvarint, so that no two lists of fields give the same bytes.
+func appendFields(buf []byte, fields ...string) []byte {
+	for _, f := range fields {
+		buf = binary.AppendUvarint(buf, uint64(len(f)))
+		buf = append(buf, f...)
+	}
+	return buf
+}
+
+// hexString returns a SHA-256 sum in hex.
+func hexString(sum []byte) string {
+	var text [2 * sha256.Size]byte
+	hex.Encode(text[:], sum)
 	return string(text[:])
 }
 
