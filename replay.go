@@ -23,7 +23,11 @@ func (m *middleware) replay(w http.ResponseWriter, resp *store.Response) {
 	copies := make([]string, 0, n)
 	h := w.Header()
 	for name, values := range resp.Header {
-		if m.replayable(name) {
+		switch {
+		case !m.replayable(name):
+		case name == "Content-Type" && len(values) == 1 && values[0] == "":
+			h[name] = nil // see suppressedType
+		default:
 			start := len(copies)
 			copies = append(copies, values...)
 			h[name] = copies[start:len(copies):len(copies)]
@@ -34,6 +38,13 @@ func (m *middleware) replay(w http.ResponseWriter, resp *store.Response) {
 	_, _ = w.Write(resp.Body)
 }
 
+// suppressedType is how a Content-Type that the handler set to nil (or to
+// no values) is stored: one empty value. net/http sends no Content-Type for
+// it and sniffs none from the body; stores keep values, not names without
+// any, so the replay turns the empty value back into nil to send the same.
+// A Content-Type of one empty value is thus replayed as none.
+var suppressedType = []string{""}
+
 // replayable reports whether the response header name may be stored and
 // replayed: it is on the allow-list and not one of those never stored.
 func (m *middleware) replayable(name string) bool {
@@ -43,9 +54,12 @@ func (m *middleware) replayable(name string) bool {
 // toStore returns the response to store: status, body, and the replayable
 // headers of header, which it filters in place and keeps.
 func (m *middleware) toStore(status int, header http.Header, body []byte) *store.Response {
-	for name := range header {
-		if !m.replayable(name) {
+	for name, values := range header {
+		switch {
+		case !m.replayable(name):
 			delete(header, name)
+		case name == "Content-Type" && len(values) == 0:
+			header[name] = suppressedType
 		}
 	}
 	return &store.Response{Status: status, Header: header, Body: body}

@@ -168,3 +168,28 @@ func TestHeadOverHTTP2IsReplayed(t *testing.T) {
 	require.Equal(t, "true", second.Header.Get("Idempotent-Replayed"))
 	require.EqualValues(t, 1, runs.Load())
 }
+
+// TestReplayKeepsSuppressedContentType: a handler that sets Content-Type to
+// nil tells net/http to send none and not to sniff one; its replay sends
+// none either, rather than a type net/http sniffs from the stored body.
+func TestReplayKeepsSuppressedContentType(t *testing.T) {
+	srv := httptest.NewServer(idempotency.New()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = nil
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("<html><body>receipt</body></html>"))
+	})))
+	defer srv.Close()
+	send := func() *http.Response {
+		r, err := http.NewRequest(http.MethodPost, srv.URL+"/receipts", strings.NewReader("{}"))
+		require.NoError(t, err)
+		r.Header.Set("Idempotency-Key", "untyped")
+		resp, err := srv.Client().Do(r)
+		require.NoError(t, err)
+		return resp
+	}
+	first, replay := send(), send()
+	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	require.Empty(t, first.Header.Values("Content-Type"), "the first response")
+	require.Empty(t, replay.Header.Values("Content-Type"), "the replay")
+	require.Equal(t, readAll(t, first), readAll(t, replay))
+}
