@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -102,9 +100,11 @@ FROM guard LEFT JOIN (
     WHERE t.key = $1 AND NOT EXISTS (SELECT FROM inserted) AND NOT EXISTS (SELECT FROM taken)
 ) AS r ON true`
 
-// claimAttempts bounds how often Claim re-runs its statement after seeing a
-// stale snapshot. Each re-run follows a commit by another claim of the same
-// key, so more than two are rare.
+// claimAttempts bounds how often a statement runs again because a
+// concurrent commit made its snapshot stale: Claim's statement when it
+// notices that itself (see claimSQL), and any statement the server aborts
+// with a serialization failure (see retry). Each re-run follows a commit
+// by another request for the same key, so more than two are rare.
 const claimAttempts = 10
 
 // errStaleSnapshot means the claim statement ran on a snapshot that a
@@ -114,15 +114,6 @@ const claimAttempts = 10
 // databases, the server aborts the statement with a serialization failure
 // instead, which claimOnce reports as errStaleSnapshot too.
 var errStaleSnapshot = errors.New("snapshot made stale by a concurrent commit on the same key")
-
-// serializationFailure reports whether err is the server's
-// serialization_failure (SQLSTATE 40001): a statement under repeatable
-// read or serializable isolation met a row that a transaction committed
-// after its snapshot. It changed nothing and may run again.
-func serializationFailure(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "40001"
-}
 
 // Claim implements store.Store. It costs one round trip, and one more for
 // each concurrent commit on the same key that makes its snapshot stale (see

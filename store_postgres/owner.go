@@ -81,20 +81,14 @@ func (s *Store) Release(ctx context.Context, key string, owner store.Lease) erro
 // ownerExec runs one of the owner's statements. Under a repeatable read or
 // serializable default isolation level, a statement that waited for a
 // takeover's row lock fails with a serialization failure when the takeover
-// commits; it changed nothing, and it is run again on a fresh snapshot,
-// which then finds the row no longer the caller's.
+// commits; retry runs it again on a fresh snapshot, which then finds the
+// row no longer the caller's.
 func (s *Store) ownerExec(ctx context.Context, op, sql string, args ...any) error {
 	var tag pgconn.CommandTag
-	var err error
-	for range claimAttempts {
-		err = s.retry(ctx, func() (err error) {
-			tag, err = s.db.Exec(ctx, sql, args...)
-			return err
-		})
-		if !serializationFailure(err) {
-			break
-		}
-	}
+	err := s.retry(ctx, func() (err error) {
+		tag, err = s.db.Exec(ctx, sql, args...)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
 	}

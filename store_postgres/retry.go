@@ -7,20 +7,39 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// retry runs op, and runs it again while it fails on a connection that
-// was dead: the server terminated it (pg_terminate_backend, a restart or a
-// failover) or pgx sent nothing on it. Such a statement almost surely did
-// not run, and running it again is harmless even if it did: a Claim that
-// had won reports the key in flight (the handler does not run and the key
-// is free again after the lease), a Complete or Release that had succeeded
-// reports store.ErrNotOwner, a Renew extends the lease once more, and
-// DeleteExpired deletes what is left. Each failure discards one dead
-// connection, so op runs at most once more than the pool holds
-// connections.
+// retry runs op, and runs it again while it fails in one of the two ways
+// that leave a statement of this store free to run again:
+//
+//   - On a connection that was dead: the server terminated it
+//     (pg_terminate_backend, a restart or a failover) or pgx sent nothing
+//     on it. Such a statement almost surely did not run, and running it
+//     again is harmless even if it did: a Claim that had won reports the
+//     key in flight (the handler does not run and the key is free again
+//     after the lease), a Complete or Release that had succeeded reports
+//     store.ErrNotOwner, a Renew extends the lease once more, and
+//     DeleteExpired deletes what is left. Each failure discards one dead
+//     connection, so op runs again at most as many times as the pool holds
+//     connections.
+//   - With a serialization failure (see serializationFailure): under
+//     repeatable read or serializable isolation the statement met a row
+//     that another transaction changed after its snapshot, and the server
+//     aborted it, so it changed nothing. Run again, it takes a fresh
+//     snapshot. This happens once per concurrent commit on the same row,
+//     so op runs again at most claimAttempts times for it.
+//
+// Any other error, or an ended ctx, is returned at once.
 func (s *Store) retry(ctx context.Context, op func() error) error {
-	for attempt := 1; ; attempt++ {
+	deadRuns, staleRuns := 0, 0
+	for {
 		err := op()
-		if err == nil || attempt > s.maxConns || !deadConn(err) || ctx.Err() != nil {
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return err
+		case deadConn(err) && deadRuns < s.maxConns:
+			deadRuns++
+		case serializationFailure(err) && staleRuns < claimAttempts:
+			staleRuns++
+		default:
 			return err
 		}
 	}
@@ -36,4 +55,13 @@ func deadConn(err error) bool {
 		return pgErr.Code == "57P01" || pgErr.Code == "57P02"
 	}
 	return pgconn.SafeToRetry(err)
+}
+
+// serializationFailure reports whether err is the server's
+// serialization_failure (SQLSTATE 40001): a statement under repeatable
+// read or serializable isolation met a row that a transaction committed
+// after its snapshot. It changed nothing and may run again.
+func serializationFailure(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40001"
 }
