@@ -46,7 +46,7 @@ WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
 // lapsed but was neither taken over nor swept is still the owner's and may
 // be renewed.
 func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
-	return s.ownerExec(ctx, "renew", s.sql.renew, []byte(key), []byte(owner.Token), owner.Fence, lease.Microseconds())
+	return s.ownerExec(ctx, "renew", s.sql.renew, key, owner, lease.Microseconds())
 }
 
 // Complete implements store.Store: one UPDATE, one round trip. The
@@ -55,7 +55,7 @@ func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease 
 // owner's and may be completed.
 func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
 	state, status, header, body := completion(resp)
-	return s.ownerExec(ctx, "complete", s.sql.complete, []byte(key), []byte(owner.Token), owner.Fence,
+	return s.ownerExec(ctx, "complete", s.sql.complete, key, owner,
 		int16(state), status, header, body, retention.Microseconds())
 }
 
@@ -75,15 +75,22 @@ func completion(resp *store.Response) (state store.State, status *int32, header 
 // releasing owner's, until the sweeper removes the row after the abandoned
 // retention (see WithAbandonedRetention).
 func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
-	return s.ownerExec(ctx, "release", s.sql.release, []byte(key), []byte(owner.Token), owner.Fence)
+	return s.ownerExec(ctx, "release", s.sql.release, key, owner)
 }
 
-// ownerExec runs one of the owner's statements. Under a repeatable read or
+// ownerExec runs one of the owner's statements for owner's lease of key,
+// with the statement's own arguments after $1 to $3. An empty token holds
+// nothing: a released row keeps an empty one (see releaseSQL), so such a
+// lease is refused without asking the database. Under a repeatable read or
 // serializable default isolation level, a statement that waited for a
 // takeover's row lock fails with a serialization failure when the takeover
 // commits; retry runs it again on a fresh snapshot, which then finds the
 // row no longer the caller's.
-func (s *Store) ownerExec(ctx context.Context, op, sql string, args ...any) error {
+func (s *Store) ownerExec(ctx context.Context, op, sql, key string, owner store.Lease, args ...any) error {
+	if owner.Token == "" {
+		return store.ErrNotOwner
+	}
+	args = append([]any{[]byte(key), []byte(owner.Token), owner.Fence}, args...)
 	var tag pgconn.CommandTag
 	err := s.retry(ctx, func() (err error) {
 		tag, err = s.db.Exec(ctx, sql, args...)

@@ -83,6 +83,19 @@ func testReleaseLetsNextClaimWin(t *testing.T, s store.Store) {
 	requireOwnerIntact(t, s, "retry", "fp-2", second)
 }
 
+// testReleasedKeyHasNoOwner: between a Release and the next Claim nobody
+// holds the key. The released lease is refused, and so is an empty token
+// with its fencing number (a store that keeps the record and clears its
+// token must not let an empty token match); the next Claim wins.
+func testReleasedKeyHasNoOwner(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "released", "fp", longLease)
+	require.NoError(t, s.Release(t.Context(), "released", owner), "Release by the owner")
+	requireAllRefused(t, s, "released", owner)
+	requireAllRefused(t, s, "released", store.Lease{Token: "", Fence: owner.Fence})
+	next := mustClaim(t, s, "released", "fp", longLease)
+	require.Greater(t, next.Fence, owner.Fence)
+}
+
 // testFencesNeverGoBack: a crashed owner's lease lapses and is taken over;
 // the new owner's handler fails and releases the key; the next claim must
 // get a fencing number higher than both, or a downstream system that has

@@ -79,6 +79,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"WrongLeaseIsRefused", testWrongLeaseIsRefused},
 		{"RenewExtendsLease", testRenewExtendsLease},
 		{"ReleaseLetsNextClaimWin", testReleaseLetsNextClaimWin},
+		{"ReleasedKeyHasNoOwner", testReleasedKeyHasNoOwner},
 		{"TakeoverAfterLeaseExpiry", testTakeoverAfterLeaseExpiry},
 		{"StaleRenewIsRefused", testStaleRenewIsRefused},
 		{"StaleCompleteIsRefused", testStaleCompleteIsRefused},
