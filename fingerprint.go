@@ -1,16 +1,11 @@
 package idempotency
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"hash"
-	"io"
-	"mime"
 	"net/http"
-	"strings"
 	"sync"
 )
 
@@ -76,36 +71,4 @@ func hexString(sum []byte) string {
 	var text [2 * sha256.Size]byte
 	hex.Encode(text[:], sum)
 	return string(text[:])
-}
-
-// canonicalJSON returns body re-encoded with object keys sorted and
-// insignificant whitespace removed, when the request says it is JSON and the
-// body parses; otherwise it returns body unchanged. Numbers keep their
-// literal form.
-func canonicalJSON(r *http.Request, body []byte) []byte {
-	if !isJSON(r.Header.Get("Content-Type")) {
-		return body
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return body
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return body // trailing data: not one JSON value
-	}
-	canonical, err := json.Marshal(v)
-	if err != nil {
-		return body
-	}
-	return canonical
-}
-
-func isJSON(contentType string) bool {
-	mediaType, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return false
-	}
-	return mediaType == "application/json" || strings.HasSuffix(mediaType, "+json")
 }

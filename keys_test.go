@@ -185,6 +185,34 @@ func TestCanonicalJSONLeavesOtherBodiesAlone(t *testing.T) {
 	assert.Equal(t, http.StatusUnprocessableEntity, post(mw, "t", `{"b":2,"a":1}`, textBody).StatusCode)
 }
 
+// TestCanonicalJSONKeepsDifferentBodiesApart: canonicalising never makes
+// two different bodies one. Bodies that decoding would change (invalid
+// UTF-8 and lone surrogates both read as U+FFFD, a repeated member name
+// keeps only its last value) are fingerprinted as sent, so a retry that
+// differs from its first request in those bytes gets 422, not a replay.
+func TestCanonicalJSONKeepsDifferentBodiesApart(t *testing.T) {
+	for name, bodies := range map[string][2]string{
+		"invalid UTF-8":    {"{\"iban\":\"\xff\"}", "{\"iban\":\"\xfe\"}"},
+		"lone surrogates":  {`{"iban":"\ud800"}`, `{"iban":"\udbff"}`},
+		"U+FFFD itself":    {`{"iban":"\ufffd"}`, `{"iban":"\ud800"}`},
+		"repeated member":  {`{"amount":100}`, `{"amount":1,"amount":100}`},
+		"repeated, nested": {`{"a":{"b":2}}`, `{"a":{"b":1,"b":2}}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := &paymentHandler{}
+			mw := idempotency.New(idempotency.WithCanonicalJSON())(h)
+			require.Equal(t, http.StatusCreated, post(mw, "k", bodies[0]).StatusCode)
+			requireProblem(t, post(mw, "k", bodies[1]), http.StatusUnprocessableEntity, idempotency.ProblemKeyReused)
+			require.EqualValues(t, 1, h.runs.Load())
+		})
+	}
+	h := &paymentHandler{}
+	mw := idempotency.New(idempotency.WithCanonicalJSON())(h)
+	post(mw, "k", `{"a":{"b":1},"c":[{"b":1}]}`)
+	resp := post(mw, "k", `{"c":[{"b":1}],"a":{"b":1}}`)
+	require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"), "one name in sibling objects is not a repeat")
+}
+
 func TestBodyReachesHandlerIntact(t *testing.T) {
 	h := &paymentHandler{}
 	mw := idempotency.New()(h)

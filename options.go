@@ -127,8 +127,11 @@ func WithFingerprint(fingerprint func(r *http.Request, body []byte) string) Opti
 // whitespace in JSON bodies, so two encodings of one JSON value count as
 // the same request: the fingerprint function (the default or the one given
 // to WithFingerprint) gets the body re-encoded with sorted keys and no
-// insignificant whitespace. Bodies that do not parse as JSON are passed as
-// they are. The handler always reads the body as sent. Defaults to off.
+// insignificant whitespace. Bodies that are not one JSON value, or that
+// decoding would change (an object naming a member twice, invalid UTF-8,
+// a lone surrogate escape or U+FFFD, which all decode alike), are passed
+// as they are, so no two different bodies get one canonical form. The
+// handler always reads the body as sent. Defaults to off.
 func WithCanonicalJSON() Option {
 	return func(c *config) { c.canonicalJSON = true }
 }
