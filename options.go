@@ -227,8 +227,9 @@ func WithLogger(logger *slog.Logger) Option {
 }
 
 // WithReplayHeaders adds response headers to those stored and replayed.
-// Set-Cookie, Authorization, WWW-Authenticate, Proxy-Authenticate and
-// hop-by-hop headers are never stored, even if named here. Defaults to
+// Set-Cookie, Authorization, WWW-Authenticate, Proxy-Authenticate,
+// Proxy-Authorization and hop-by-hop headers are never stored: naming one
+// of them here makes New panic. Defaults to
 // Cache-Control, Content-Disposition, Content-Encoding, Content-Language,
 // Content-Location, Content-Range, Content-Type, ETag, Expires,
 // Last-Modified, Link, Location and Vary.
