@@ -13,16 +13,22 @@ import (
 // canonicalJSON returns body re-encoded with object keys sorted and
 // insignificant whitespace removed, when the request says it is JSON and
 // the body is one JSON value that decoding keeps whole (see
-// decodesExactly); otherwise it returns body unchanged. Numbers keep their
+// decodedWhole); otherwise it returns body unchanged. Numbers keep their
 // literal form.
 func canonicalJSON(r *http.Request, body []byte) []byte {
-	if !isJSON(r.Header.Get("Content-Type")) || !decodesExactly(body) {
+	if !isJSON(r.Header.Get("Content-Type")) {
 		return body
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil {
+	if dec.Decode(&v) != nil {
+		return body
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return body // trailing data: not one JSON value
+	}
+	if !decodedWhole(v, body) {
 		return body
 	}
 	canonical, err := json.Marshal(v)
@@ -40,61 +46,63 @@ func isJSON(contentType string) bool {
 	return mediaType == "application/json" || strings.HasSuffix(mediaType, "+json")
 }
 
-// decodesExactly reports whether body is exactly one JSON value that
-// decoding keeps whole, so that two bodies decoding to one value are one
-// request: no object names a member twice (decoding keeps only the last
-// value), and no string holds U+FFFD, which decoding makes of invalid UTF-8
-// and of lone surrogate escapes alike, so that one U+FFFD could stand for
-// many different bodies.
-func decodesExactly(body []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	// open holds one entry per object or array being read, innermost last:
-	// the member names an object has had so far, nil for an array.
-	var open []map[string]bool
-	wantName := false // the next token names a member of the innermost object
-	done := false     // the top-level value has been read
-	valueRead := func() {
-		done = len(open) == 0
-		wantName = !done && open[len(open)-1] != nil
+// decodedWhole reports whether v, decoded from body, holds all of it, so
+// that two bodies decoding to one value are one request. Decoding keeps
+// only the last value of a member named twice in one object, which leaves
+// v with fewer members than body has name separators; and it reads invalid
+// UTF-8, lone surrogate escapes and U+FFFD itself alike, as U+FFFD, which
+// may then stand for many different bodies.
+func decodedWhole(v any, body []byte) bool {
+	members, ok := countMembers(v)
+	return ok && members == nameSeparators(body)
+}
+
+// countMembers returns the number of object members in v, counted at
+// every depth, and false if any member name or string in v holds U+FFFD.
+func countMembers(v any) (int, bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		n := len(v)
+		for name, member := range v {
+			m, ok := countMembers(member)
+			if !ok || strings.ContainsRune(name, utf8.RuneError) {
+				return 0, false
+			}
+			n += m
+		}
+		return n, true
+	case []any:
+		n := 0
+		for _, element := range v {
+			m, ok := countMembers(element)
+			if !ok {
+				return 0, false
+			}
+			n += m
+		}
+		return n, true
+	case string:
+		return 0, !strings.ContainsRune(v, utf8.RuneError)
+	default:
+		return 0, true
 	}
-	for {
-		tok, err := dec.Token()
+}
+
+// nameSeparators counts the colons outside strings in body, a valid JSON
+// text: one for each object member.
+func nameSeparators(body []byte) int {
+	n, inString, escaped := 0, false, false
+	for _, c := range body {
 		switch {
-		case err == io.EOF:
-			return done
-		case err != nil, done:
-			return false
-		}
-		if wantName {
-			name, ok := tok.(string)
-			if !ok { // the object's closing brace
-				open = open[:len(open)-1]
-				valueRead()
-				continue
-			}
-			names := open[len(open)-1]
-			if names[name] || strings.ContainsRune(name, utf8.RuneError) {
-				return false
-			}
-			names[name] = true
-			wantName = false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'):
-			open = append(open, map[string]bool{})
-			wantName = true
-		case json.Delim('['):
-			open = append(open, nil)
-		case json.Delim(']'):
-			open = open[:len(open)-1]
-			valueRead()
-		default:
-			if s, ok := tok.(string); ok && strings.ContainsRune(s, utf8.RuneError) {
-				return false
-			}
-			valueRead()
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case c == ':' && !inString:
+			n++
 		}
 	}
+	return n
 }
