@@ -113,6 +113,9 @@ func NewMemory(opts ...MemoryOption) *Memory {
 // duplicate shares. Claim returns ErrFull (wrapped) when a new key finds
 // the store full of live records.
 func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease time.Duration) (Record, bool, error) {
+	if token == "" {
+		return Record{}, false, ErrEmptyToken
+	}
 	m.mu.Lock()
 	now := m.now()
 	r, ok := m.records[key]

@@ -20,7 +20,8 @@ import (
 // store's own clock, never the caller's.
 type Store interface {
 	// Claim tries to take key for a request whose fingerprint is given,
-	// under the caller's random token, for the lease duration.
+	// under the caller's random token, for the lease duration. An empty
+	// token is refused with ErrEmptyToken.
 	//
 	// If key has no record, or its record is in flight with an expired
 	// lease, Claim creates an in-flight record owned by token and returns it
@@ -98,7 +99,7 @@ func (s State) String() string {
 // refuse writes from an owner whose lease was taken over.
 type Lease struct {
 	// Token is the owner's random token, compared on every renew,
-	// complete and release.
+	// complete and release. An empty token holds nothing.
 	Token string
 	// Fence is the fencing number the store gave this claim.
 	Fence int64
@@ -137,6 +138,11 @@ type Response struct {
 // lease is no longer the one holding the key: it expired and was taken
 // over, or the record is gone.
 var ErrNotOwner = errors.New("store: lease not held by this owner")
+
+// ErrEmptyToken is returned by Claim, and by a TxStore's BeginClaim, when
+// the caller's token is empty: it could not tell one owner from another,
+// so an empty token holds nothing.
+var ErrEmptyToken = errors.New("store: empty owner token")
 
 // ErrFull is returned by Claim when a bounded store has no room for another
 // record even after removing expired ones.

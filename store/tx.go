@@ -19,7 +19,8 @@ type TxStore interface {
 	Store
 
 	// BeginClaim opens a transaction and claims key in it for the request
-	// whose fingerprint is given, under the caller's random token.
+	// whose fingerprint is given, under the caller's random token (an empty
+	// one is refused with ErrEmptyToken, and no transaction is opened).
 	//
 	// When the key is claimed, tx is non-nil and ctx carries the open
 	// transaction, for the backend's accessor (such as pgstore.Tx) to hand

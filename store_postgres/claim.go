@@ -100,12 +100,13 @@ FROM guard LEFT JOIN (
     WHERE t.key = $1 AND NOT EXISTS (SELECT FROM inserted) AND NOT EXISTS (SELECT FROM taken)
 ) AS r ON true`
 
-// claimAttempts bounds how often a statement runs again because a
+// staleAttempts bounds how often a statement runs again because a
 // concurrent commit made its snapshot stale: Claim's statement when it
 // notices that itself (see claimSQL), and any statement the server aborts
 // with a serialization failure (see retry). Each re-run follows a commit
-// by another request for the same key, so more than two are rare.
-const claimAttempts = 10
+// by another request for the same key, or by a claim or sweep of the same
+// row, so more than two are rare.
+const staleAttempts = 10
 
 // errStaleSnapshot means the claim statement ran on a snapshot that a
 // concurrent commit made stale, and must run again. Under the read
@@ -126,7 +127,10 @@ var errStaleSnapshot = errors.New("snapshot made stale by a concurrent commit on
 // then has TTL 0 and, since the holder's row cannot be seen before it
 // commits, the caller's own fingerprint.
 func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
-	for range claimAttempts {
+	if token == "" {
+		return store.Record{}, false, fmt.Errorf("pgstore: claim: %w", store.ErrEmptyToken)
+	}
+	for range staleAttempts {
 		var (
 			rec     store.Record
 			claimed bool
@@ -143,7 +147,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		}
 		return rec, claimed, nil
 	}
-	return store.Record{}, false, fmt.Errorf("pgstore: claim: %w %d times in a row", errStaleSnapshot, claimAttempts)
+	return store.Record{}, false, fmt.Errorf("pgstore: claim: %w %d times in a row", errStaleSnapshot, staleAttempts)
 }
 
 // claimOnce runs claimSQL once on db, taking the key's advisory lock

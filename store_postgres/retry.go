@@ -25,7 +25,7 @@ import (
 //     that another transaction changed after its snapshot, and the server
 //     aborted it, so it changed nothing. Run again, it takes a fresh
 //     snapshot. This happens once per concurrent commit on the same row,
-//     so op runs again at most claimAttempts times for it.
+//     so op runs again at most staleAttempts times for it.
 //
 // Any other error, or an ended ctx, is returned at once.
 func (s *Store) retry(ctx context.Context, op func() error) error {
@@ -37,7 +37,7 @@ func (s *Store) retry(ctx context.Context, op func() error) error {
 			return err
 		case deadConn(err) && deadRuns < s.maxConns:
 			deadRuns++
-		case serializationFailure(err) && staleRuns < claimAttempts:
+		case serializationFailure(err) && staleRuns < staleAttempts:
 			staleRuns++
 		default:
 			return err

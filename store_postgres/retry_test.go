@@ -11,7 +11,7 @@ import (
 
 // TestRetryPolicy: retry runs a statement again after a dead connection (at
 // most once per pooled connection) or a serialization failure (at most
-// claimAttempts times), and never after any other error or once the
+// staleAttempts times), and never after any other error or once the
 // context has ended. The errors are the ones pgx returns; the server's own
 // are met in TestStaleOwnerUnderStricterIsolation and terminate_test.go.
 func TestRetryPolicy(t *testing.T) {
@@ -29,7 +29,7 @@ func TestRetryPolicy(t *testing.T) {
 		{"serialization failures", []error{stale, stale, stale}, context.Background, 4, nil},
 		{"dead connections", []error{terminated, terminated}, context.Background, 3, nil},
 		{"both", []error{terminated, stale, terminated, stale}, context.Background, 5, nil},
-		{"too many serialization failures", repeat(stale, claimAttempts+5), context.Background, claimAttempts + 1, stale},
+		{"too many serialization failures", repeat(stale, staleAttempts+5), context.Background, staleAttempts + 1, stale},
 		{"more dead connections than the pool holds", repeat(terminated, 10), context.Background, 4, terminated},
 		{"any other error", []error{other, nil}, context.Background, 1, other},
 		{"ended context", []error{stale, nil}, func() context.Context {

@@ -69,7 +69,10 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 // again on another connection when it meets a dead one, as every plain
 // statement is; nothing inside the transaction is ever run twice.
 func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string) (context.Context, store.Record, store.Tx, error) {
-	for range claimAttempts {
+	if token == "" {
+		return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w", store.ErrEmptyToken)
+	}
+	for range staleAttempts {
 		var tx pgx.Tx
 		err := s.retry(ctx, func() (err error) {
 			tx, err = s.pool.Begin(ctx)
@@ -94,7 +97,7 @@ func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string
 		}
 		return ctx, rec, nil, nil
 	}
-	return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w %d times in a row", errStaleSnapshot, claimAttempts)
+	return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w %d times in a row", errStaleSnapshot, staleAttempts)
 }
 
 // claimTx is a claim held by an open transaction.

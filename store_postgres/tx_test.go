@@ -75,6 +75,17 @@ func mustBeginClaim(t *testing.T, s *TxStore, key, fingerprint, id string) (stor
 	return rec, tx
 }
 
+// TestTxEmptyTokenIsRefused: BeginClaim under an empty token fails with
+// store.ErrEmptyToken, opens no transaction and leaves the key free.
+func TestTxEmptyTokenIsRefused(t *testing.T) {
+	t.Parallel()
+	s := newTestTxStore(t)
+	_, _, tx, err := s.BeginClaim(context.Background(), "k", "fp", "")
+	require.ErrorIs(t, err, store.ErrEmptyToken)
+	require.Nil(t, tx)
+	mustBeginClaim(t, s, "k", "fp", "pay-1")
+}
+
 func TestTxCommitMakesWritesAndRecordVisibleTogether(t *testing.T) {
 	t.Parallel()
 	s := newTestTxStore(t)

@@ -99,6 +99,9 @@ func (s *Store) keys(key string) []string {
 // an in-flight record whose owner vanished is kept for the abandoned
 // retention after that, so a takeover gets a higher fencing number.
 func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
+	if token == "" {
+		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", store.ErrEmptyToken)
+	}
 	v, err := claimScript.Run(ctx, s.client, s.keys(key),
 		fingerprint, token, millis(lease), millis(s.inFlightLife(lease))).Slice()
 	if err != nil {

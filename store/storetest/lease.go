@@ -96,6 +96,16 @@ func testReleasedKeyHasNoOwner(t *testing.T, s store.Store) {
 	require.Greater(t, next.Fence, owner.Fence)
 }
 
+// testEmptyTokenIsRefused: a Claim under an empty token fails with
+// store.ErrEmptyToken and leaves the key free: an empty token could not
+// tell its owner from a released record's, so it holds nothing.
+func testEmptyTokenIsRefused(t *testing.T, s store.Store) {
+	_, claimed, err := s.Claim(t.Context(), "untokened", "fp", "", longLease)
+	require.ErrorIs(t, err, store.ErrEmptyToken)
+	require.False(t, claimed)
+	mustClaim(t, s, "untokened", "fp", longLease)
+}
+
 // testFencesNeverGoBack: a crashed owner's lease lapses and is taken over;
 // the new owner's handler fails and releases the key; the next claim must
 // get a fencing number higher than both, or a downstream system that has

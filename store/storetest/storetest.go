@@ -80,6 +80,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RenewExtendsLease", testRenewExtendsLease},
 		{"ReleaseLetsNextClaimWin", testReleaseLetsNextClaimWin},
 		{"ReleasedKeyHasNoOwner", testReleasedKeyHasNoOwner},
+		{"EmptyTokenIsRefused", testEmptyTokenIsRefused},
 		{"TakeoverAfterLeaseExpiry", testTakeoverAfterLeaseExpiry},
 		{"StaleRenewIsRefused", testStaleRenewIsRefused},
 		{"StaleCompleteIsRefused", testStaleCompleteIsRefused},
