@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -62,7 +63,7 @@ func BenchmarkMiddleware(b *testing.B) {
 func BenchmarkFirstParts(b *testing.B) {
 	sameFingerprint := idempotency.WithFingerprint(func(*http.Request, []byte) string { return "same" })
 	b.Run("growing", func(b *testing.B) {
-		roomForAll := store.NewMemory(store.WithMaxRecords(b.N+1), store.WithMaxBytes(1<<30))
+		roomForAll := store.NewMemory(store.WithMaxRecords(b.N+1), store.WithMaxBytes(math.MaxInt))
 		serveKeys(b, idempotency.New(idempotency.WithStore(roomForAll))(echoJSON), newKey)
 	})
 	b.Run("discard", func(b *testing.B) {

@@ -26,7 +26,7 @@ func (m *middleware) replay(w http.ResponseWriter, resp *store.Response) {
 		switch {
 		case !m.replayable(name):
 		case name == "Content-Type" && len(values) == 1 && values[0] == "":
-			h[name] = nil // see suppressedType
+			h[name] = nil // see toStore
 		default:
 			start := len(copies)
 			copies = append(copies, values...)
@@ -38,13 +38,6 @@ func (m *middleware) replay(w http.ResponseWriter, resp *store.Response) {
 	_, _ = w.Write(resp.Body)
 }
 
-// suppressedType is how a Content-Type that the handler set to nil (or to
-// no values) is stored: one empty value. net/http sends no Content-Type for
-// it and sniffs none from the body; stores keep values, not names without
-// any, so the replay turns the empty value back into nil to send the same.
-// A Content-Type of one empty value is thus replayed as none.
-var suppressedType = []string{""}
-
 // replayable reports whether the response header name may be stored and
 // replayed: it is on the allow-list and not one of those never stored.
 func (m *middleware) replayable(name string) bool {
@@ -52,14 +45,19 @@ func (m *middleware) replayable(name string) bool {
 }
 
 // toStore returns the response to store: status, body, and the replayable
-// headers of header, which it filters in place and keeps.
+// headers of header, which it filters in place and keeps. A Content-Type
+// that the handler set to nil (or to no values) is stored as one empty
+// value: net/http sends no Content-Type for it and sniffs none from the
+// body, and stores keep values, not names without any, so replay turns the
+// empty value back into nil to send the same. A Content-Type of one empty
+// value is thus replayed as none.
 func (m *middleware) toStore(status int, header http.Header, body []byte) *store.Response {
 	for name, values := range header {
 		switch {
 		case !m.replayable(name):
 			delete(header, name)
 		case name == "Content-Type" && len(values) == 0:
-			header[name] = suppressedType
+			header[name] = []string{""}
 		}
 	}
 	return &store.Response{Status: status, Header: header, Body: body}

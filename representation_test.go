@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
@@ -151,25 +152,31 @@ func TestHeadOverHTTP2IsReplayed(t *testing.T) {
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
-	head := func() *http.Response {
+	head := func() (*http.Response, error) {
 		req, err := http.NewRequest(http.MethodHead, srv.URL+"/receipt", nil)
-		require.NoError(t, err)
+		if err != nil {
+			return nil, err
+		}
 		req.Header.Set("Idempotency-Key", "k")
 		resp, err := srv.Client().Do(req)
-		require.NoError(t, err)
-		require.NoError(t, resp.Body.Close())
-		return resp
+		if err != nil {
+			return nil, err
+		}
+		return resp, resp.Body.Close()
 	}
-	first := head()
+	first, err := head()
+	require.NoError(t, err)
 	require.Equal(t, "HTTP/2.0", first.Proto)
 	require.Equal(t, http.StatusOK, first.StatusCode)
 	// Over HTTP/2 the headers of a HEAD response can reach the client
 	// before the handler returns and the key is completed, so a duplicate
 	// may still find it in flight (409, no body to tell more).
 	var second *http.Response
-	require.Eventually(t, func() bool {
-		second = head()
-		return second.StatusCode != http.StatusConflict
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, err := head()
+		if assert.NoError(c, err) && assert.NotEqual(c, http.StatusConflict, resp.StatusCode) {
+			second = resp
+		}
 	}, 2*time.Second, 10*time.Millisecond)
 	require.Equal(t, http.StatusOK, second.StatusCode)
 	require.Equal(t, "true", second.Header.Get("Idempotent-Replayed"))
