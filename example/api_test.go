@@ -165,16 +165,18 @@ func TestPaymentKeyReusedForAnotherBody(t *testing.T) {
 func TestPaymentBadInput(t *testing.T) {
 	ta := newTestAPI(t, &memoryLedger{})
 	for name, body := range map[string]string{
-		"not JSON":        `{"amount": 5`,
-		"not an object":   `[1, 2]`,
-		"amount zero":     `{"amount": 0, "currency": "EUR"}`,
-		"amount negative": `{"amount": -5, "currency": "EUR"}`,
-		"amount fraction": `{"amount": 1.5, "currency": "EUR"}`,
-		"no currency":     `{"amount": 5}`,
-		"currency long":   `{"amount": 5, "currency": "EURO"}`,
-		"currency digit":  `{"amount": 5, "currency": "E1R"}`,
-		"unknown field":   `{"amount": 5, "currency": "EUR", "to": "x"}`,
-		"trailing data":   `{"amount": 5, "currency": "EUR"} {}`,
+		"not JSON":         `{"amount": 5`,
+		"not an object":    `[1, 2]`,
+		"amount zero":      `{"amount": 0, "currency": "EUR"}`,
+		"amount negative":  `{"amount": -5, "currency": "EUR"}`,
+		"amount fraction":  `{"amount": 1.5, "currency": "EUR"}`,
+		"amount too large": `{"amount": 1000000001, "currency": "EUR"}`,
+		"amount over int":  `{"amount": 9223372036854775808, "currency": "EUR"}`,
+		"no currency":      `{"amount": 5}`,
+		"currency long":    `{"amount": 5, "currency": "EURO"}`,
+		"currency digit":   `{"amount": 5, "currency": "E1R"}`,
+		"unknown field":    `{"amount": 5, "currency": "EUR", "to": "x"}`,
+		"trailing data":    `{"amount": 5, "currency": "EUR"} {}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := ta.post(t, "/payments", "bad-"+name, body)

@@ -30,7 +30,9 @@ func main() {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// The first signal stops the service gracefully; from then on a
+	// signal has its default effect, so a second Ctrl-C ends it at once.
+	context.AfterFunc(ctx, stop)
 	if err := run(ctx, cfg, logger); err != nil {
 		logger.Error("example stopped", "pid", os.Getpid(), "err", err)
 		os.Exit(1)

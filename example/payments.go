@@ -10,6 +10,12 @@ import (
 	"github.com/seed43327c4c/idempotency/httpx"
 )
 
+// maxAmount is the largest amount a payment may have, in minor units (cents):
+// ten million euros. The Postgres ledger stores amounts as integer, and a
+// payment too large for it must be the client's error (400), not a failure
+// that retrying with the same key could never fix.
+const maxAmount = 1_000_000_000
+
 // paymentRequest is the body of POST /payments.
 type paymentRequest struct {
 	Amount   int    `json:"amount"`
@@ -26,8 +32,8 @@ func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, `the body must be a JSON object {"amount": int, "currency": string}`)
 		return
 	}
-	if req.Amount <= 0 {
-		badRequest(w, "amount must be a positive integer")
+	if req.Amount <= 0 || req.Amount > maxAmount {
+		badRequest(w, "amount must be a whole number of cents from 1 to 1000000000")
 		return
 	}
 	if !isCurrency(req.Currency) {

@@ -38,6 +38,13 @@ func (a *api) routes(idem func(http.Handler) http.Handler) http.Handler {
 // newMiddleware builds the idempotency middleware: the key is required, and
 // records go to st, or to the middleware's default in-memory store when st
 // is nil.
+//
+// It sets no scope, because this example has no callers to tell apart: it
+// authenticates nobody. A real service must add
+// idempotency.WithScope(func(r *http.Request) string { ... }) returning the
+// authenticated caller (an account or API key id, never a header the client
+// chooses freely), or any client that learns another's key gets that
+// client's stored response replayed (see "Scope: set it" in the README).
 func newMiddleware(st store.Store, lease time.Duration, logger *slog.Logger) func(http.Handler) http.Handler {
 	opts := []idempotency.Option{
 		idempotency.WithKeyRequired(),

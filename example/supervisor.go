@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -17,10 +19,12 @@ const workerEnv = "IDEMPOTENCY_EXAMPLE_WORKER"
 const (
 	// quickExit: a worker that exits sooner than this after it was started
 	// counts as failing at start-up; the supervisor then waits a little
-	// longer before each restart.
+	// longer before each restart, up to maxQuickExits times 200 ms.
 	quickExit = 2 * time.Second
-	// maxQuickExits quick exits in a row of one worker make the supervisor
-	// give up, stop the others and exit.
+	// maxQuickExits quick exits in a row of every worker make the
+	// supervisor give up and exit. While another worker keeps running (a
+	// backend outage stops new workers starting, not running ones serving),
+	// a failing one is restarted every second instead.
 	maxQuickExits = 5
 	// stopTimeout is how long stopping waits for workers to finish their
 	// requests before it kills them.
@@ -30,6 +34,17 @@ const (
 // superviseWorkers runs cfg.workers copies of this binary, with the same
 // flags, as worker processes sharing cfg.addr, until ctx ends.
 func superviseWorkers(ctx context.Context, cfg config, logger *slog.Logger) error {
+	// The workers bind cfg.addr with SO_REUSEPORT, which would let them
+	// join the sockets of another server started the same way (another
+	// copy of this example, say, with a store of its own) and split its
+	// traffic. A plain bind fails on such a port, so try one first.
+	probe, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("%s is not free (is another copy of this example running?): %w", cfg.addr, err)
+	}
+	if err := probe.Close(); err != nil {
+		return err
+	}
 	// Open the backend once here, so that a backend that cannot work fails
 	// now, with its own message, rather than in a restart loop.
 	_, _, closeBackend, err := openers[cfg.store](ctx, cfg)
@@ -74,7 +89,8 @@ type workerExit struct {
 
 // run starts the workers and keeps them running until ctx ends, then stops
 // them and returns nil. It returns an error, after stopping the others, if
-// a worker cannot be started or keeps exiting right after its start.
+// a worker cannot be started, or if every worker keeps exiting right after
+// its start (see maxQuickExits).
 func (s *supervisor) run(ctx context.Context) error {
 	exits := make(chan workerExit)
 	live := make(map[int]*os.Process)
@@ -109,13 +125,13 @@ func (s *supervisor) run(ctx context.Context) error {
 			} else {
 				quick[e.slot]++
 			}
-			if quick[e.slot] == maxQuickExits {
-				err = fmt.Errorf("a worker exited %d times in a row right after starting; giving up", maxQuickExits)
+			if !slices.ContainsFunc(quick, func(n int) bool { return n < maxQuickExits }) {
+				err = fmt.Errorf("every worker exited %d times in a row right after starting; giving up", maxQuickExits)
 				continue
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Duration(quick[e.slot]) * 200 * time.Millisecond):
+			case <-time.After(time.Duration(min(quick[e.slot], maxQuickExits)) * 200 * time.Millisecond):
 				s.log.Info("restarting the worker", "exited", e.pid)
 				err = start(e.slot)
 			}

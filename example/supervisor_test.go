@@ -99,3 +99,44 @@ func TestSupervisorStopsOthersWhenWorkerCannotStart(t *testing.T) {
 	}
 	assert.Len(t, logPids(logs.String(), "worker spawned"), 2)
 }
+
+// TestSupervisorKeepsRestartingWhileAnotherWorkerRuns: a worker that keeps
+// failing at start-up (its backend is down, say) is restarted again and
+// again while another worker runs, and the running one is never stopped for
+// it: the supervisor gives up only when every worker fails.
+func TestSupervisorKeepsRestartingWhileAnotherWorkerRuns(t *testing.T) {
+	logs := &syncBuffer{}
+	s := supervisor{workers: 2, log: slog.New(slog.NewTextHandler(logs, nil))}
+	started := 0
+	s.command = func() *exec.Cmd {
+		started++
+		if started == 1 {
+			return exec.Command("sleep", "600")
+		}
+		return exec.Command("false")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.run(ctx) }()
+
+	healthy := waitSpawned(t, logs, 1)[0]
+	require.Eventually(t, func() bool { return len(logPids(logs.String(), "worker exited")) >= maxQuickExits+2 },
+		30*time.Second, 20*time.Millisecond, "quick exits:\n%s", logs)
+	select {
+	case err := <-done:
+		t.Fatalf("the supervisor stopped while a worker was running: %v\n%s", err, logs)
+	default:
+	}
+	assert.False(t, gone(healthy), "the running worker must keep running")
+	assert.NotContains(t, logPids(logs.String(), "worker exited"), healthy)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(stopTimeout + 5*time.Second):
+		t.Fatal("the supervisor did not stop")
+	}
+	assert.True(t, gone(healthy), "worker %d still running", healthy)
+}
