@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/seed43327c4c/idempotency/store"
 )
@@ -29,6 +32,24 @@ type ledger interface {
 // function that releases what it opened. Each backend's opener lives in its
 // own file, backend_<name>.go.
 type opener func(ctx context.Context, cfg config) (store.Store, ledger, func(), error)
+
+// backendTimeout bounds opening a backend at start-up: connecting to it,
+// checking it and creating its tables.
+const backendTimeout = 30 * time.Second
+
+// openBackend opens cfg's backend with its opener. A backend that has not
+// answered within timeout is an error naming it, not a silent wait (a
+// server that accepts connections and never replies would otherwise hold
+// the start-up forever).
+func openBackend(ctx context.Context, cfg config, timeout time.Duration) (store.Store, ledger, func(), error) {
+	octx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, led, closeBackend, err := openers[cfg.store](octx, cfg)
+	if err != nil && ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {
+		return nil, nil, nil, fmt.Errorf("the %s backend did not answer within %v: %w", cfg.store, timeout, err)
+	}
+	return st, led, closeBackend, err
+}
 
 // openers maps each -store name to its opener.
 var openers = map[string]opener{

@@ -29,6 +29,10 @@ func openRedis(ctx context.Context, cfg config) (store.Store, ledger, func(), er
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("-redis-url: %w", err)
 	}
+	// Let context deadlines bound each call's network reads and writes,
+	// not only go-redis's own timeouts: the start-up check's, and the
+	// middleware's on lease renewals.
+	opts.ContextTimeoutEnabled = true
 	client := redis.NewClient(opts)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()

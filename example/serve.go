@@ -18,7 +18,7 @@ const shutdownTimeout = 15 * time.Second
 // with the other workers when there are several), and serves until ctx
 // ends, then shuts down gracefully.
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
-	st, led, closeBackend, err := openers[cfg.store](ctx, cfg)
+	st, led, closeBackend, err := openBackend(ctx, cfg, backendTimeout)
 	if err != nil {
 		return err
 	}

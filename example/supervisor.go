@@ -47,7 +47,7 @@ func superviseWorkers(ctx context.Context, cfg config, logger *slog.Logger) erro
 	}
 	// Open the backend once here, so that a backend that cannot work fails
 	// now, with its own message, rather than in a restart loop.
-	_, _, closeBackend, err := openers[cfg.store](ctx, cfg)
+	_, _, closeBackend, err := openBackend(ctx, cfg, backendTimeout)
 	if err != nil {
 		return err
 	}
