@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency"
 )
 
 // testAPI serves the example's router, with the middleware's default
@@ -165,24 +167,35 @@ func TestPaymentKeyReusedForAnotherBody(t *testing.T) {
 func TestPaymentBadInput(t *testing.T) {
 	ta := newTestAPI(t, &memoryLedger{})
 	for name, body := range map[string]string{
-		"not JSON":         `{"amount": 5`,
-		"not an object":    `[1, 2]`,
-		"amount zero":      `{"amount": 0, "currency": "EUR"}`,
-		"amount negative":  `{"amount": -5, "currency": "EUR"}`,
-		"amount fraction":  `{"amount": 1.5, "currency": "EUR"}`,
-		"amount too large": `{"amount": 1000000001, "currency": "EUR"}`,
-		"amount over int":  `{"amount": 9223372036854775808, "currency": "EUR"}`,
-		"no currency":      `{"amount": 5}`,
-		"currency long":    `{"amount": 5, "currency": "EURO"}`,
-		"currency digit":   `{"amount": 5, "currency": "E1R"}`,
-		"unknown field":    `{"amount": 5, "currency": "EUR", "to": "x"}`,
-		"trailing data":    `{"amount": 5, "currency": "EUR"} {}`,
+		"not JSON":                 `{"amount": 5`,
+		"not an object":            `[1, 2]`,
+		"amount zero":              `{"amount": 0, "currency": "EUR"}`,
+		"amount negative":          `{"amount": -5, "currency": "EUR"}`,
+		"amount fraction":          `{"amount": 1.5, "currency": "EUR"}`,
+		"amount too large":         `{"amount": 1000000001, "currency": "EUR"}`,
+		"amount over int":          `{"amount": 9223372036854775808, "currency": "EUR"}`,
+		"no currency":              `{"amount": 5}`,
+		"currency long":            `{"amount": 5, "currency": "EURO"}`,
+		"currency digit":           `{"amount": 5, "currency": "E1R"}`,
+		"unknown field":            `{"amount": 5, "currency": "EUR", "to": "x"}`,
+		"amount twice":             `{"amount": 5, "amount": 7000, "currency": "EUR"}`,
+		"amount twice, other case": `{"amount": 5, "AMOUNT": 7000, "currency": "EUR"}`,
+		"trailing data":            `{"amount": 5, "currency": "EUR"} {}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := ta.post(t, "/payments", "bad-"+name, body)
+			// A key of its own, valid whatever the case's name, so that the
+			// 400 is the handler's and not the middleware's for a bad key.
+			key := "bad-" + strings.Map(func(r rune) rune {
+				if r == ' ' || r == ',' {
+					return '-'
+				}
+				return r
+			}, name)
+			got := ta.post(t, "/payments", key, body)
 			assert.Equal(t, http.StatusBadRequest, got.status)
 			assert.Equal(t, "application/problem+json", got.header.Get("Content-Type"))
 			assert.Contains(t, got.body, `"status":400`)
+			assert.NotContains(t, got.body, idempotency.ProblemKeyInvalid, "the key was refused, not the body")
 		})
 	}
 	assert.Equal(t, 0, ta.ledgerLen(t))

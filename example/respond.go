@@ -1,24 +1,64 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/seed43327c4c/idempotency/httpx"
 )
 
 // decodeJSON reads one JSON object from r's body into v, refusing unknown
-// fields and trailing data.
+// fields, trailing data, and a member named twice (see uniqueNames).
 func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	if err := uniqueNames(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
 	if dec.Decode(&struct{}{}) != io.EOF {
 		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// uniqueNames returns an error if the JSON object in data names one of its
+// members twice, in any letter case. encoding/json would keep the last
+// value it matches, case-insensitively, so {"amount": 5, "AMOUNT": 7000}
+// would pay 7000 where a reader of the first member sees 5. Anything that
+// is not an object is left for the decoder to refuse.
+func uniqueNames(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	var seen []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		name, _ := tok.(string)
+		if slices.ContainsFunc(seen, func(s string) bool { return strings.EqualFold(s, name) }) {
+			return fmt.Errorf("the member %q is named twice", name)
+		}
+		seen = append(seen, name)
+		var value json.RawMessage
+		if dec.Decode(&value) != nil {
+			return nil
+		}
 	}
 	return nil
 }
