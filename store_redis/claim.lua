@@ -5,14 +5,18 @@
 -- ARGV[2] token of the claiming request
 -- ARGV[3] lease, in milliseconds
 -- ARGV[4] lifetime of the in-flight record, in milliseconds (lease + abandoned retention)
--- returns {1, fence} when claimed: the key had no record, or an in-flight record whose lease lapsed;
---         {0, 1, fingerprint, fence, lease ms left} when in flight under a live lease;
+-- returns {1, fence} when claimed: the key had no record, or an in-flight record whose lease lapsed,
+--         or one whose live lease is the caller's own (this call sent again after its reply was lost);
+--         {0, 1, fingerprint, fence, lease ms left} when in flight under another's live lease;
 --         {0, state, fingerprint, fence, retention ms left, status, header, body} when done.
-local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'fence', 'status', 'header', 'body')
+local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'fence', 'status', 'header', 'body', 'token')
 local state = rec[1]
 if state == '1' then
   local left = redis.call('PTTL', KEYS[2])
   if left > 0 then
+    if rec[7] == ARGV[2] then
+      return {1, tonumber(rec[3])}
+    end
     return {0, 1, rec[2], tonumber(rec[3]), left}
   end
 elseif state then

@@ -97,7 +97,10 @@ func (s *Store) keys(key string) []string {
 
 // Claim implements store.Store. Its record holds lease on the Redis clock;
 // an in-flight record whose owner vanished is kept for the abandoned
-// retention after that, so a takeover gets a higher fencing number.
+// retention after that, so a takeover gets a higher fencing number. A
+// record in flight under token itself is reported claimed, with its
+// fencing number: go-redis sends a call again when the connection fails
+// after the call went out, and the claim's first run may have won.
 func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
 	if token == "" {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", store.ErrEmptyToken)
