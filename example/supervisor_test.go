@@ -80,17 +80,21 @@ func TestSupervisorGivesUpOnWorkerFailingAtStart(t *testing.T) {
 	assert.Len(t, logPids(logs.String(), "worker exited"), maxQuickExits)
 }
 
+// commandSequence returns a supervisor's command function that starts the
+// commands given, one per call, and the last one again from then on.
+func commandSequence(commands ...[]string) func() *exec.Cmd {
+	started := 0
+	return func() *exec.Cmd {
+		c := commands[min(started, len(commands)-1)]
+		started++
+		return exec.Command(c[0], c[1:]...)
+	}
+}
+
 func TestSupervisorStopsOthersWhenWorkerCannotStart(t *testing.T) {
 	logs := &syncBuffer{}
 	s := supervisor{workers: 3, log: slog.New(slog.NewTextHandler(logs, nil))}
-	started := 0
-	s.command = func() *exec.Cmd {
-		started++
-		if started == 3 {
-			return exec.Command("/nonexistent/worker")
-		}
-		return exec.Command("sleep", "600")
-	}
+	s.command = commandSequence([]string{"sleep", "600"}, []string{"sleep", "600"}, []string{"/nonexistent/worker"})
 	err := s.run(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "starting a worker")
@@ -107,14 +111,7 @@ func TestSupervisorStopsOthersWhenWorkerCannotStart(t *testing.T) {
 func TestSupervisorKeepsRestartingWhileAnotherWorkerRuns(t *testing.T) {
 	logs := &syncBuffer{}
 	s := supervisor{workers: 2, log: slog.New(slog.NewTextHandler(logs, nil))}
-	started := 0
-	s.command = func() *exec.Cmd {
-		started++
-		if started == 1 {
-			return exec.Command("sleep", "600")
-		}
-		return exec.Command("false")
-	}
+	s.command = commandSequence([]string{"sleep", "600"}, []string{"false"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

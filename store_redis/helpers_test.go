@@ -45,13 +45,19 @@ func forEachServer(t *testing.T, test func(t *testing.T, client redis.UniversalC
 // variable is unset and fails it when the server does not answer.
 func standalone(t testing.TB) redis.UniversalClient {
 	t.Helper()
+	return standaloneWith(t, func(opts *redis.Options) { opts.PoolSize = 64 })
+}
+
+// standaloneWith is standalone with the client's options changed by edit.
+func standaloneWith(t testing.TB, edit func(*redis.Options)) redis.UniversalClient {
+	t.Helper()
 	url := os.Getenv("REDIS_URL")
 	if url == "" {
 		t.Skip("REDIS_URL is not set; set it (e.g. redis://127.0.0.1:6379/0) to run the Redis store tests")
 	}
 	opts, err := redis.ParseURL(url)
 	require.NoError(t, err, "REDIS_URL")
-	opts.PoolSize = 64
+	edit(opts)
 	return reachable(t, redis.NewClient(opts), "REDIS_URL="+url)
 }
 

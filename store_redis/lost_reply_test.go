@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,20 +44,15 @@ func (c *lossyConn) Read(b []byte) (int, error) {
 // reply after armed is set; it skips the test when REDIS_URL is unset.
 func lossyClient(t *testing.T, armed *atomic.Bool) redis.UniversalClient {
 	t.Helper()
-	url := os.Getenv("REDIS_URL")
-	if url == "" {
-		t.Skip("REDIS_URL is not set; set it (e.g. redis://127.0.0.1:6379/0) to run the Redis store tests")
-	}
-	opts, err := redis.ParseURL(url)
-	require.NoError(t, err, "REDIS_URL")
-	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := new(net.Dialer).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
+	return standaloneWith(t, func(opts *redis.Options) {
+		opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := new(net.Dialer).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &lossyConn{Conn: conn, armed: armed}, nil
 		}
-		return &lossyConn{Conn: conn, armed: armed}, nil
-	}
-	return reachable(t, redis.NewClient(opts), "REDIS_URL="+url)
+	})
 }
 
 // TestClaimSentAgainAfterALostReply: when the reply to a winning Claim is
