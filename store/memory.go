@@ -108,10 +108,11 @@ func NewMemory(opts ...MemoryOption) *Memory {
 // or swept) is claimed, and a record whose lease or retention has ended is
 // taken over in place. Either way the claim gets the next number of one
 // counter for the whole store, so fencing numbers only grow, even across a
-// release or a sweep. A live record (a duplicate) is returned unchanged,
-// without its owner's token and with the stored response that every
-// duplicate shares. Claim returns ErrFull (wrapped) when a new key finds
-// the store full of live records.
+// release or a sweep. A live record in flight under token itself is
+// reported claimed again (see Store.Claim). Any other live record (a
+// duplicate's) is returned unchanged, without its owner's token and with
+// the stored response that every duplicate shares. Claim returns ErrFull
+// (wrapped) when a new key finds the store full of live records.
 func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease time.Duration) (Record, bool, error) {
 	if token == "" {
 		return Record{}, false, ErrEmptyToken
@@ -120,6 +121,15 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	now := m.now()
 	r, ok := m.records[key]
 	if ok && r.expires > now {
+		if r.heldBy(Lease{Token: token, Fence: r.fence}) {
+			m.mu.Unlock()
+			return Record{
+				State:       StateInFlight,
+				Fingerprint: r.fingerprint,
+				Owner:       Lease{Token: token, Fence: r.fence},
+				TTL:         r.expires - now,
+			}, true, nil
+		}
 		if r.decode() {
 			m.records[key] = r
 		}

@@ -31,6 +31,11 @@ type Store interface {
 	// fencing number for a while (or draws numbers from one counter), so
 	// that they never go back.
 	//
+	// A Claim under the token that holds the key's live lease reports the
+	// key claimed again, with that lease, and changes nothing: a client
+	// library may send a call again when its reply was lost, and the first
+	// call may have won.
+	//
 	// Otherwise Claim changes nothing and returns the existing record with
 	// claimed false: in flight (with the lease time remaining in TTL) or
 	// completed (with its response, if replayable). The existing owner's

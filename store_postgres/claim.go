@@ -30,7 +30,10 @@ import (
 //   - taken: the row exists but has expired on the database's clock, so it
 //     is taken over; an in-flight row's fence is raised, a finished row past
 //     its retention starts again at 1;
-//   - otherwise the existing row is read and nothing changes.
+//   - otherwise the existing row is read and nothing changes. A plain
+//     claim that reads a row in flight under its own token and live lease
+//     reports it claimed: it is a claim sent again after its reply was lost
+//     (see Store.Claim in package store).
 //
 // The guard is a materialised CTE, evaluated once, and the INSERT's rows
 // come from it through a WHERE on the lock's result, so the lock is tried
@@ -95,7 +98,8 @@ FROM guard LEFT JOIN (
     UNION ALL
     SELECT true, * FROM taken
     UNION ALL
-    SELECT false, t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at
+    SELECT NOT $6::boolean AND t.state = 1 AND t.token = $3::bytea AND t.expires_at > statement_timestamp(),
+           t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at
     FROM idempotency_keys AS t
     WHERE t.key = $1 AND NOT EXISTS (SELECT FROM inserted) AND NOT EXISTS (SELECT FROM taken)
 ) AS r ON true`

@@ -106,6 +106,22 @@ func testEmptyTokenIsRefused(t *testing.T, s store.Store) {
 	mustClaim(t, s, "untokened", "fp", longLease)
 }
 
+// testClaimAgainUnderOwnToken: a Claim sent again under the token that
+// holds the key's live lease, as a client library sends a call again when
+// its reply was lost, reports the key claimed, with the same fencing
+// number, and changes nothing; the owner still renews and completes it, and
+// a Claim under another token still finds it in flight.
+func testClaimAgainUnderOwnToken(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "again", "fp", longLease)
+	rec, claimed, err := s.Claim(t.Context(), "again", "fp", owner.Token, longLease)
+	require.NoError(t, err)
+	require.True(t, claimed, "the owner's own claim, sent again: %+v", rec)
+	require.Equal(t, owner, rec.Owner)
+	require.Equal(t, store.StateInFlight, rec.State)
+	require.Positive(t, rec.TTL)
+	requireOwnerIntact(t, s, "again", "fp", owner)
+}
+
 // testFencesNeverGoBack: a crashed owner's lease lapses and is taken over;
 // the new owner's handler fails and releases the key; the next claim must
 // get a fencing number higher than both, or a downstream system that has

@@ -81,6 +81,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ReleaseLetsNextClaimWin", testReleaseLetsNextClaimWin},
 		{"ReleasedKeyHasNoOwner", testReleasedKeyHasNoOwner},
 		{"EmptyTokenIsRefused", testEmptyTokenIsRefused},
+		{"ClaimAgainUnderOwnToken", testClaimAgainUnderOwnToken},
 		{"TakeoverAfterLeaseExpiry", testTakeoverAfterLeaseExpiry},
 		{"StaleRenewIsRefused", testStaleRenewIsRefused},
 		{"StaleCompleteIsRefused", testStaleCompleteIsRefused},
