@@ -123,12 +123,7 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	if ok && r.expires > now {
 		if r.heldBy(Lease{Token: token, Fence: r.fence}) {
 			m.mu.Unlock()
-			return Record{
-				State:       StateInFlight,
-				Fingerprint: r.fingerprint,
-				Owner:       Lease{Token: token, Fence: r.fence},
-				TTL:         r.expires - now,
-			}, true, nil
+			return r.owned(now), true, nil
 		}
 		if r.decode() {
 			m.records[key] = r
@@ -143,23 +138,17 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 		return Record{}, false, fmt.Errorf("%w: %d live records", ErrFull, m.max)
 	}
 	m.fence++
-	fence := m.fence
 	r = memRecord{
 		state:       StateInFlight,
 		fingerprint: fingerprint,
 		token:       token,
-		fence:       fence,
+		fence:       m.fence,
 		expires:     deadline(now, lease),
 	}
 	m.records[key] = r
 	m.noteExpiry(r.expires)
 	m.mu.Unlock()
-	return Record{
-		State:       StateInFlight,
-		Fingerprint: fingerprint,
-		Owner:       Lease{Token: token, Fence: fence},
-		TTL:         r.expires - now,
-	}, true, nil
+	return r.owned(now), true, nil
 }
 
 // Renew implements Store. It returns ErrNotOwner if key is missing,

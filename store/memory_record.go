@@ -32,6 +32,17 @@ func (r *memRecord) heldBy(owner Lease) bool {
 		r.token == owner.Token && r.fence == owner.Fence
 }
 
+// owned returns r, in flight, as the Claim that holds it sees it at now:
+// with the owner's token and fencing number.
+func (r *memRecord) owned(now time.Duration) Record {
+	return Record{
+		State:       StateInFlight,
+		Fingerprint: r.fingerprint,
+		Owner:       Lease{Token: r.token, Fence: r.fence},
+		TTL:         r.expires - now,
+	}
+}
+
 // view returns r as a Claim that did not win sees it at now: without the
 // owner's token, with the shared stored response (see decode).
 func (r *memRecord) view(now time.Duration) Record {
