@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,8 +30,8 @@ func TestRetryPolicy(t *testing.T) {
 		{"serialization failures", []error{stale, stale, stale}, context.Background, 4, nil},
 		{"dead connections", []error{terminated, terminated}, context.Background, 3, nil},
 		{"both", []error{terminated, stale, terminated, stale}, context.Background, 5, nil},
-		{"too many serialization failures", repeat(stale, staleAttempts+5), context.Background, staleAttempts + 1, stale},
-		{"more dead connections than the pool holds", repeat(terminated, 10), context.Background, 4, terminated},
+		{"too many serialization failures", slices.Repeat([]error{stale}, staleAttempts+5), context.Background, staleAttempts + 1, stale},
+		{"more dead connections than the pool holds", slices.Repeat([]error{terminated}, 10), context.Background, 4, terminated},
 		{"any other error", []error{other, nil}, context.Background, 1, other},
 		{"ended context", []error{stale, nil}, func() context.Context {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -52,12 +53,4 @@ func TestRetryPolicy(t *testing.T) {
 			assert.True(t, errors.Is(err, c.err), "got %v, want %v", err, c.err)
 		})
 	}
-}
-
-func repeat(err error, n int) []error {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
 }
