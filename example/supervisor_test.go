@@ -15,17 +15,37 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// runSupervisor runs a supervisor of n copies of the command name args
-// until ctx ends; its result arrives on the returned channel.
-func runSupervisor(ctx context.Context, n int, logs *syncBuffer, name string, args ...string) <-chan error {
-	s := supervisor{
-		workers: n,
-		log:     slog.New(slog.NewTextHandler(logs, nil)),
-		command: func() *exec.Cmd { return exec.Command(name, args...) },
-	}
+// runSupervisor runs a supervisor of n workers started by command until
+// ctx ends; its result arrives on the returned channel.
+func runSupervisor(ctx context.Context, n int, logs *syncBuffer, command func() *exec.Cmd) <-chan error {
+	s := supervisor{workers: n, log: slog.New(slog.NewTextHandler(logs, nil)), command: command}
 	done := make(chan error, 1)
 	go func() { done <- s.run(ctx) }()
 	return done
+}
+
+// commandSequence returns a supervisor's command function that starts the
+// commands given, one per call, and the last one again from then on.
+func commandSequence(commands ...[]string) func() *exec.Cmd {
+	started := 0
+	return func() *exec.Cmd {
+		c := commands[min(started, len(commands)-1)]
+		started++
+		return exec.Command(c[0], c[1:]...)
+	}
+}
+
+// requireStops cancels a supervisor's context and requires it to stop,
+// without an error, in the time stopping may take.
+func requireStops(t *testing.T, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(stopTimeout + 5*time.Second):
+		t.Fatal("the supervisor did not stop")
+	}
 }
 
 // waitSpawned waits until the supervisor has logged n spawned workers and
@@ -46,7 +66,7 @@ func TestSupervisorRestartsKilledWorkerAndStopsAll(t *testing.T) {
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := runSupervisor(ctx, 2, logs, "sleep", "600")
+	done := runSupervisor(ctx, 2, logs, commandSequence([]string{"sleep", "600"}))
 
 	first := waitSpawned(t, logs, 2)
 	require.NoError(t, syscall.Kill(first[0], syscall.SIGKILL))
@@ -55,13 +75,7 @@ func TestSupervisorRestartsKilledWorkerAndStopsAll(t *testing.T) {
 	assert.Equal(t, []int{first[0]}, logPids(logs.String(), "worker exited"))
 	assert.False(t, gone(first[1]), "the other worker must keep running")
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(stopTimeout + 5*time.Second):
-		t.Fatal("the supervisor did not stop")
-	}
+	requireStops(t, cancel, done)
 	for _, pid := range all {
 		assert.True(t, gone(pid), "worker %d still running", pid)
 	}
@@ -69,7 +83,7 @@ func TestSupervisorRestartsKilledWorkerAndStopsAll(t *testing.T) {
 
 func TestSupervisorGivesUpOnWorkerFailingAtStart(t *testing.T) {
 	logs := &syncBuffer{}
-	done := runSupervisor(context.Background(), 1, logs, "false")
+	done := runSupervisor(context.Background(), 1, logs, commandSequence([]string{"false"}))
 	select {
 	case err := <-done:
 		require.Error(t, err)
@@ -78,17 +92,6 @@ func TestSupervisorGivesUpOnWorkerFailingAtStart(t *testing.T) {
 		t.Fatal("the supervisor kept restarting a worker that always fails")
 	}
 	assert.Len(t, logPids(logs.String(), "worker exited"), maxQuickExits)
-}
-
-// commandSequence returns a supervisor's command function that starts the
-// commands given, one per call, and the last one again from then on.
-func commandSequence(commands ...[]string) func() *exec.Cmd {
-	started := 0
-	return func() *exec.Cmd {
-		c := commands[min(started, len(commands)-1)]
-		started++
-		return exec.Command(c[0], c[1:]...)
-	}
 }
 
 func TestSupervisorStopsOthersWhenWorkerCannotStart(t *testing.T) {
@@ -110,12 +113,9 @@ func TestSupervisorStopsOthersWhenWorkerCannotStart(t *testing.T) {
 // it: the supervisor gives up only when every worker fails.
 func TestSupervisorKeepsRestartingWhileAnotherWorkerRuns(t *testing.T) {
 	logs := &syncBuffer{}
-	s := supervisor{workers: 2, log: slog.New(slog.NewTextHandler(logs, nil))}
-	s.command = commandSequence([]string{"sleep", "600"}, []string{"false"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- s.run(ctx) }()
+	done := runSupervisor(ctx, 2, logs, commandSequence([]string{"sleep", "600"}, []string{"false"}))
 
 	healthy := waitSpawned(t, logs, 1)[0]
 	require.Eventually(t, func() bool { return len(logPids(logs.String(), "worker exited")) >= maxQuickExits+2 },
@@ -128,12 +128,6 @@ func TestSupervisorKeepsRestartingWhileAnotherWorkerRuns(t *testing.T) {
 	assert.False(t, gone(healthy), "the running worker must keep running")
 	assert.NotContains(t, logPids(logs.String(), "worker exited"), healthy)
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(stopTimeout + 5*time.Second):
-		t.Fatal("the supervisor did not stop")
-	}
+	requireStops(t, cancel, done)
 	assert.True(t, gone(healthy), "worker %d still running", healthy)
 }
