@@ -51,15 +51,14 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	switch {
 	case rec.Hijacked():
 		m.complete(r, c.key, owner, nil)
-	case interrupted(r, rec.Status()):
+	case released(r, rec.Status()):
 		m.release(r, c.key, owner)
 		if rec.Status() == 0 {
-			// The request did not complete: its cookie is not sent either.
+			// Cut short before it wrote anything (see released): the
+			// request did not complete, and its cookie is not sent either.
 			w.Header().Del("Set-Cookie")
 			m.writeRetryableProblem(w, problemRequestInterrupted)
 		}
-	case !recordable(rec.Status()):
-		m.release(r, c.key, owner)
 	case !rec.Replayable():
 		m.complete(r, c.key, owner, nil)
 	default:
@@ -67,11 +66,13 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	}
 }
 
-// interrupted reports whether r's context ended before its handler
-// finished the work, judged by the status the handler wrote: a 2xx or 3xx
-// means it finished.
-func interrupted(r *http.Request, status int) bool {
-	return r.Context().Err() != nil && (status < 200 || status >= 400)
+// released reports whether a response with status, written for r, frees
+// the key for a retry rather than being recorded: its status is not
+// recordable, or r's context ended before the handler finished the work,
+// judged by the status it wrote (a 2xx or 3xx means it finished). Status 0,
+// nothing written, is released only in the second case.
+func released(r *http.Request, status int) bool {
+	return !recordable(status) || r.Context().Err() != nil && (status < 200 || status >= 400)
 }
 
 // recordable reports whether a response with status is stored for replay

@@ -52,7 +52,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 	if !held.Wrote() {
 		status = 0 // as run sees it: 200 only if the request was not cut short
 	}
-	if interrupted(r, status) || !recordable(status) {
+	if released(r, status) {
 		m.rollback(r, tx)
 		if status == 0 {
 			m.writeRetryableProblem(w, problemRequestInterrupted)
