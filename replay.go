@@ -12,15 +12,16 @@ const replayedHeader = "Idempotent-Replayed"
 // replay writes a stored response: its status, its replayable headers and
 // its body, plus Idempotent-Replayed: true. Headers are checked again here,
 // in case another process with a longer allow-list stored the record. The
-// header values are copied, all into one array, because the store may share
-// its response with every duplicate and a middleware outside this one may
-// change the values it finds in w.Header() in place.
+// header values are copied, all into one array with the replay mark,
+// because the store may share its response with every duplicate and a
+// middleware outside this one may change the values it finds in w.Header()
+// in place.
 func (m *middleware) replay(w http.ResponseWriter, resp *store.Response) {
 	n := 0
 	for _, values := range resp.Header {
 		n += len(values)
 	}
-	copies := make([]string, 0, n)
+	copies := make([]string, 0, n+1)
 	h := w.Header()
 	for name, values := range resp.Header {
 		switch {
@@ -33,15 +34,17 @@ func (m *middleware) replay(w http.ResponseWriter, resp *store.Response) {
 			h[name] = copies[start:len(copies):len(copies)]
 		}
 	}
-	h.Set(replayedHeader, "true")
+	copies = append(copies, "true")
+	h[replayedHeader] = copies[len(copies)-1:]
 	w.WriteHeader(resp.Status)
 	_, _ = w.Write(resp.Body)
 }
 
 // replayable reports whether the response header name may be stored and
-// replayed: it is on the allow-list and not one of those never stored.
+// replayed: it is on the allow-list, which never holds a name that
+// neverStored lists (WithReplayHeaders refuses those).
 func (m *middleware) replayable(name string) bool {
-	return m.replayHeaders[name] && !neverStored[name]
+	return m.replayHeaders[name]
 }
 
 // toStore returns the response to store: status, body, and the replayable
