@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -254,6 +256,27 @@ func TestIOCopyAfterWriteHeaderIsReplayedByteForByte(t *testing.T) {
 		require.Equal(t, body, got, "response %d", i)
 		require.Equal(t, i == 1, resp.Header.Get("Idempotent-Replayed") == "true")
 	}
+}
+
+// TestIOCopyFromAFailingSourceReleasesTheKey: a handler whose io.Copy
+// fails before its first byte may still answer 502, as without the
+// middleware; the 502 releases the key and the retry runs the handler again.
+func TestIOCopyFromAFailingSourceReleasesTheKey(t *testing.T) {
+	var runs atomic.Int64
+	srv := httptest.NewServer(idempotency.New()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		if _, err := io.Copy(w, iotest.ErrReader(errors.New("upstream down"))); err != nil {
+			http.Error(w, "upstream failed", http.StatusBadGateway)
+		}
+	})))
+	defer srv.Close()
+	for i := range 2 {
+		resp := postTo(t, srv.URL, "k", "{}")
+		require.Equal(t, http.StatusBadGateway, resp.StatusCode, "response %d", i)
+		require.Empty(t, resp.Header.Get("Idempotent-Replayed"), "response %d", i)
+		require.Equal(t, "upstream failed\n", readAll(t, resp))
+	}
+	require.Equal(t, int64(2), runs.Load())
 }
 
 func TestServeContentIsReplayed(t *testing.T) {

@@ -20,7 +20,10 @@ import (
 //     (200 or above, or 101 Switching Protocols) wins; later calls are
 //     ignored and not passed on. Informational codes (100..199 except 101,
 //     such as 103 Early Hints) are passed through and do not count as the
-//     status. Write, ReadFrom or Flush before any WriteHeader imply 200.
+//     status. Before any WriteHeader, Write implies 200, as net/http's
+//     writer does; so does ReadFrom once its source yields a byte (a source
+//     that fails or ends first leaves the status to the handler), and Flush
+//     when the wrapped writer can flush.
 //   - The header snapshot is a clone of Header() taken when the status is
 //     written. Later header changes are not in it, just as net/http does not
 //     send them.
@@ -143,11 +146,12 @@ var copyBufs = sync.Pool{New: func() any {
 
 // ReadFrom copies src to the client and returns the number of bytes copied.
 // While the body is still being kept, the bytes go through Write so the copy
-// stays exact. Once the body has overflowed the limit, the rest is handed to
-// the wrapped writer's io.ReaderFrom when it has one, so net/http can still
-// use sendfile for large bodies.
+// stays exact, and the status 200 is implied only by the first byte, so a
+// handler whose source fails at once may still answer 502. Once the body has
+// overflowed the limit, the rest is handed to the wrapped writer's
+// io.ReaderFrom when it has one, so net/http can still use sendfile for
+// large bodies.
 func (r *Recorder) ReadFrom(src io.Reader) (int64, error) {
-	r.implicitOK()
 	var total int64
 	if !r.overflowed {
 		n, done, err := r.copyCapturing(src)
@@ -202,17 +206,37 @@ func (r *Recorder) Flush() {
 	_ = r.FlushError()
 }
 
-// FlushError writes the status 200 if none was written, then flushes the
-// wrapped writer through http.ResponseController. Unless the wrapped writer
-// cannot flush (the error wraps http.ErrNotSupported), the response is marked
-// flushed: the client may have seen part of it before the handler finished.
+// FlushError flushes the wrapped writer through http.ResponseController,
+// writing the status 200 first if none was written. A wrapped writer that
+// cannot flush (no writer along its Unwrap chain has a Flush or FlushError
+// method) makes it a no-op that returns an error wrapping
+// http.ErrNotSupported, and leaves the status to the handler. Unless that
+// error is returned, the response is marked flushed: the client may have
+// seen part of it before the handler finished.
 func (r *Recorder) FlushError() error {
-	r.implicitOK()
+	if canFlush(r.w) {
+		r.implicitOK()
+	}
 	err := http.NewResponseController(r.w).Flush()
 	if err == nil || !errors.Is(err, http.ErrNotSupported) {
 		r.flushed = true
 	}
 	return err
+}
+
+// canFlush reports whether http.ResponseController can flush w: w, or a
+// writer its Unwrap chain reaches first, has a FlushError or Flush method.
+func canFlush(w http.ResponseWriter) bool {
+	for {
+		switch t := w.(type) {
+		case interface{ FlushError() error }, http.Flusher:
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return false
+		}
+	}
 }
 
 // Hijack takes over the connection through http.ResponseController. On

@@ -10,7 +10,9 @@ import (
 	"net/textproto"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -193,6 +195,33 @@ func TestRecorderReadFromError(t *testing.T) {
 	assert.Equal(t, http.StatusOK, rec.Status())
 }
 
+// TestRecorderReadFromLeavesStatusUntilFirstByte: io.Copy from a source
+// that fails, or ends, before its first byte writes no status, as with
+// net/http's own writer: the handler's 502 or 204 reaches the client and is
+// the recorded status.
+func TestRecorderReadFromLeavesStatusUntilFirstByte(t *testing.T) {
+	sources := map[string]struct {
+		src    io.Reader
+		status int
+	}{
+		"failing": {iotest.ErrReader(errors.New("upstream down")), http.StatusBadGateway},
+		"empty":   {strings.NewReader(""), http.StatusNoContent},
+	}
+	for name, do := range targets {
+		for source, tc := range sources {
+			t.Run(name+"/"+source, func(t *testing.T) {
+				res := do(t, 100, func(w http.ResponseWriter, _ *http.Request) {
+					n, _ := io.Copy(w, readerOnly{tc.src})
+					assert.Zero(t, n)
+					w.WriteHeader(tc.status)
+				})
+				assert.Equal(t, tc.status, res.resp.StatusCode)
+				assert.Equal(t, tc.status, res.rec.Status())
+			})
+		}
+	}
+}
+
 func TestRecorderServeContent(t *testing.T) {
 	data := pattern(5000)
 	modTime := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -350,6 +379,8 @@ func TestRecorderWithoutExtras(t *testing.T) {
 	assert.NotPanics(t, rec.Flush)
 	assert.ErrorIs(t, rec.FlushError(), http.ErrNotSupported)
 	assert.False(t, rec.Flushed())
+	assert.Zero(t, rec.Status(), "a flush that cannot happen implies no status")
+	assert.Zero(t, w.status)
 
 	conn, brw, err := rec.Hijack()
 	assert.ErrorIs(t, err, http.ErrNotSupported)
