@@ -53,10 +53,13 @@ func defaultConfig() *config {
 // stored body bytes themselves (gzip from a compressing middleware inside
 // this one, a 206 from http.ServeContent, a download's file name), so a
 // replay without them would hand the client bytes it cannot read.
+// Content-Length, when the handler set it, frames the replay as it framed
+// the first response: net/http measures only bodies under 2 KiB itself, and
+// never the empty body of a HEAD response.
 var defaultReplayHeaders = []string{
 	"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language",
-	"Content-Location", "Content-Range", "Content-Type", "ETag", "Expires",
-	"Last-Modified", "Link", "Location", "Vary",
+	"Content-Length", "Content-Location", "Content-Range", "Content-Type", "ETag",
+	"Expires", "Last-Modified", "Link", "Location", "Vary",
 }
 
 // WithStore sets where records are kept. Use a shared store (Redis or
@@ -231,8 +234,8 @@ func WithLogger(logger *slog.Logger) Option {
 // Proxy-Authorization and hop-by-hop headers are never stored: naming one
 // of them here makes New panic. Defaults to
 // Cache-Control, Content-Disposition, Content-Encoding, Content-Language,
-// Content-Location, Content-Range, Content-Type, ETag, Expires,
-// Last-Modified, Link, Location and Vary.
+// Content-Length, Content-Location, Content-Range, Content-Type, ETag,
+// Expires, Last-Modified, Link, Location and Vary.
 func WithReplayHeaders(names ...string) Option {
 	return func(c *config) {
 		for _, name := range names {

@@ -53,8 +53,13 @@ func (m *middleware) replayable(name string) bool {
 // value: net/http sends no Content-Type for it and sniffs none from the
 // body, and stores keep values, not names without any, so replay turns the
 // empty value back into nil to send the same. A Content-Type of one empty
-// value is thus replayed as none.
+// value is thus replayed as none. So is a missing Content-Type next to a
+// Transfer-Encoding the handler set (and which is never stored): net/http
+// sniffs only a body it frames itself, so it sent none.
 func (m *middleware) toStore(status int, header http.Header, body []byte) *store.Response {
+	if _, typed := header["Content-Type"]; !typed && header.Get("Transfer-Encoding") != "" {
+		header["Content-Type"] = nil
+	}
 	for name, values := range header {
 		switch {
 		case !m.replayable(name):

@@ -22,10 +22,10 @@ import (
 //     a retry replays it instead of doing the work again. A handler cut
 //     short before it wrote anything gets 503 request-interrupted sent for
 //     it, not net/http's empty 200;
-//   - a hijacked or flushed response, one over the response limit, or one
-//     whose body could not all be written to the client (it hung up, or a
-//     timeout handler outside took over) marks the key done but not
-//     replayable;
+//   - a hijacked or flushed response, one over the response limit, one
+//     with trailers, or one whose body could not all be written to the
+//     client (it hung up, or a timeout handler outside took over) marks the
+//     key done but not replayable;
 //   - any other response is stored for replay.
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner store.Lease, claimedAt time.Time) {
 	rec := &c.rec

@@ -31,7 +31,8 @@ import (
 //     most limit bytes; once it grows beyond limit the copy is dropped, its
 //     memory released, and Overflowed reports true.
 //   - A flushed or hijacked response is reported as such, and so is a body
-//     write that failed or was short; together with an overflow these make
+//     write that failed or was short; together with an overflow, and
+//     trailers (which are sent after the body and not recorded), these make
 //     a response not replayable.
 //
 // Unwrap returns the wrapped writer, so http.NewResponseController on a
@@ -313,7 +314,13 @@ func (r *Recorder) CutShort() bool {
 
 // Replayable reports whether the recorded status, header snapshot and body
 // are the complete response the handler wrote and the client was sent: it
-// was not flushed, hijacked, larger than the limit or cut short.
+// was not flushed, hijacked, larger than the limit or cut short, and had no
+// trailers. Call it once the handler has returned: trailers may be set
+// until then.
 func (r *Recorder) Replayable() bool {
-	return !r.overflowed && !r.flushed && !r.hijacked && !r.cutShort
+	sent := r.header
+	if r.status == 0 {
+		sent = r.Header() // nothing written: net/http sends the map as it is
+	}
+	return !r.overflowed && !r.flushed && !r.hijacked && !r.cutShort && !hasTrailers(sent, r.Header())
 }

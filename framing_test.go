@@ -1,0 +1,115 @@
+package idempotency_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency"
+)
+
+// exchange is one request to a real server and what its client got.
+type exchange struct {
+	resp *http.Response
+	body string
+}
+
+// sendTo sends method with key to srv through a real client and reads the
+// whole response, trailers included.
+func sendTo(t *testing.T, srv *httptest.Server, method, key string) exchange {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+"/receipts", strings.NewReader("{}"))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	return exchange{resp: resp, body: string(body)}
+}
+
+// TestReplayKeepsContentLength: a body net/http does not measure itself
+// (over its 2 KiB buffer, or the empty body of a HEAD response) keeps the
+// Content-Length its handler set when it is replayed, rather than going out
+// chunked or without a length.
+func TestReplayKeepsContentLength(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		size   int
+	}{{http.MethodPost, 4096}, {http.MethodHead, 100}} {
+		t.Run(tc.method, func(t *testing.T) {
+			srv := httptest.NewServer(idempotency.New(idempotency.WithMethods(tc.method))(
+				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					http.ServeContent(w, r, "receipt.bin", time.Time{}, bytes.NewReader(make([]byte, tc.size)))
+				})))
+			defer srv.Close()
+			first, replay := sendTo(t, srv, tc.method, "sized"), sendTo(t, srv, tc.method, "sized")
+			require.Equal(t, "true", replay.resp.Header.Get("Idempotent-Replayed"))
+			require.Equal(t, int64(tc.size), first.resp.ContentLength)
+			require.Equal(t, first.resp.ContentLength, replay.resp.ContentLength)
+			require.Equal(t, first.resp.TransferEncoding, replay.resp.TransferEncoding)
+			require.Equal(t, first.body, replay.body)
+		})
+	}
+}
+
+// TestReplayOfAChunkedBodyIsNotSniffed: a handler that sets
+// Transfer-Encoding and no Content-Type gets none from net/http, which
+// sniffs only when it frames the body itself; its replay gets none either.
+func TestReplayOfAChunkedBodyIsNotSniffed(t *testing.T) {
+	srv := httptest.NewServer(idempotency.New()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Transfer-Encoding", "chunked")
+		_, _ = io.WriteString(w, "<html><body>receipt</body></html>")
+	})))
+	defer srv.Close()
+	first, replay := sendTo(t, srv, http.MethodPost, "chunked"), sendTo(t, srv, http.MethodPost, "chunked")
+	require.Equal(t, "true", replay.resp.Header.Get("Idempotent-Replayed"))
+	require.Empty(t, first.resp.Header.Values("Content-Type"), "the first response")
+	require.Empty(t, replay.resp.Header.Values("Content-Type"), "the replay")
+	require.Equal(t, first.body, replay.body)
+}
+
+// TestResponseWithTrailersIsNotReplayable: trailers are set after the
+// headers are sent and are not stored, so a response that has any, declared
+// in a Trailer header or set under http.TrailerPrefix, reaches its client
+// whole and is then done but not replayable: a duplicate gets 409
+// not-replayable, never the body without its trailers. The body is over
+// net/http's 2 KiB buffer, so that it is chunked and its trailers sent even
+// when none is declared.
+func TestResponseWithTrailersIsNotReplayable(t *testing.T) {
+	body := strings.Repeat("paid", 1024)
+	trailers := map[string]func(http.Header){
+		"declared": func(h http.Header) { h.Set("X-Checksum", "abc123") },
+		"prefixed": func(h http.Header) { h.Set(http.TrailerPrefix+"X-Checksum", "abc123") },
+	}
+	for name, setTrailer := range trailers {
+		t.Run(name, func(t *testing.T) {
+			runs := 0
+			srv := httptest.NewServer(idempotency.New()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs++
+				if name == "declared" {
+					w.Header().Set("Trailer", "X-Checksum")
+				}
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, body)
+				setTrailer(w.Header())
+			})))
+			defer srv.Close()
+			first := sendTo(t, srv, http.MethodPost, "trailed")
+			require.Equal(t, http.StatusCreated, first.resp.StatusCode)
+			require.Equal(t, body, first.body)
+			require.Equal(t, "abc123", first.resp.Trailer.Get("X-Checksum"))
+			dup := sendTo(t, srv, http.MethodPost, "trailed")
+			require.Equal(t, http.StatusConflict, dup.resp.StatusCode)
+			require.Contains(t, dup.body, idempotency.ProblemNotReplayable)
+			require.Equal(t, 1, runs)
+		})
+	}
+}
