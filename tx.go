@@ -32,8 +32,9 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 //     and the claim together); the response is sent as written, or 503
 //     request-interrupted if the handler wrote nothing, and a panic is
 //     re-raised;
-//   - otherwise the response is stored (or, over the response limit, the
-//     key marked done but not replayable) and the transaction committed;
+//   - otherwise the response is stored (or, over the response limit or
+//     with trailers, the key marked done but not replayable) and the
+//     transaction committed;
 //     only then is the response sent. If the commit fails, the client gets
 //     503 instead; a retry with the same key runs the request, or, if the
 //     commit did land before its connection was lost, replays it.
@@ -62,8 +63,8 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 		return
 	}
 	var resp *store.Response
-	if len(held.Body()) <= m.maxResponseBytes {
-		resp = m.toStore(held.Status(), held.Header().Clone(), held.Body())
+	if len(held.Body()) <= m.maxResponseBytes && !held.HasTrailers() {
+		resp = m.toStore(held.Status(), held.SentHeader().Clone(), held.Body())
 	}
 	if err := tx.Commit(detached(r), resp, m.retention); err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))

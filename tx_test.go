@@ -154,16 +154,64 @@ func TestTxHoldsTheResponseUntilCommitted(t *testing.T) {
 	mw := idempotency.New(idempotency.WithStore(s))(h)
 	client := httptest.NewRecorder()
 	var sentBeforeCommit string
-	var flushedBeforeCommit bool
+	var committing, flushedBeforeCommit bool
 	s.beforeCommit = func() {
+		committing = true
 		sentBeforeCommit = client.Body.String() + client.Header().Get("Location")
 		flushedBeforeCommit = client.Flushed
 	}
-	mw.ServeHTTP(client, httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader("{}")))
+	req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader("{}"))
+	req.Header.Set("Idempotency-Key", "k")
+	mw.ServeHTTP(client, req)
+	require.True(t, committing, "the request ran in a transaction")
 	require.Empty(t, sentBeforeCommit, "nothing reaches the client before the commit")
 	require.False(t, flushedBeforeCommit)
 	require.Equal(t, "part one,part two", client.Body.String())
 	require.Equal(t, "/payments/1", client.Header().Get("Location"))
+}
+
+// TestTxSendsTheHeadersSetBeforeTheStatus: as with net/http's own writer,
+// headers changed after WriteHeader are neither sent nor stored in the
+// transactional mode either, Set-Cookie included.
+func TestTxSendsTheHeadersSetBeforeTheStatus(t *testing.T) {
+	s := &txMemory{Memory: store.NewMemory()}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/payments/1")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("paid"))
+		w.Header().Set("Set-Cookie", "late=1")
+		w.Header().Set("Location", "/payments/late")
+	})
+	srv := httptest.NewServer(idempotency.New(idempotency.WithStore(s))(h))
+	defer srv.Close()
+	for i := range 2 {
+		resp := postTo(t, srv.URL, "k", "{}")
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "response %d", i)
+		require.Equal(t, i == 1, resp.Header.Get("Idempotent-Replayed") == "true", "response %d", i)
+		require.Equal(t, "/payments/1", resp.Header.Get("Location"), "response %d", i)
+		require.Empty(t, resp.Header.Values("Set-Cookie"), "response %d", i)
+	}
+}
+
+// TestTxTrailersAreSentAfterTheBody: a held response's declared trailer
+// reaches the client as a trailer, not as a header, and the response, like
+// any with trailers, is not replayable.
+func TestTxTrailersAreSentAfterTheBody(t *testing.T) {
+	s := &txMemory{Memory: store.NewMemory()}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("paid"))
+		w.Header().Set("X-Checksum", "abc123")
+	})
+	srv := httptest.NewServer(idempotency.New(idempotency.WithStore(s))(h))
+	defer srv.Close()
+	first := postTo(t, srv.URL, "k", "{}")
+	require.Equal(t, http.StatusCreated, first.StatusCode)
+	require.Empty(t, first.Header.Values("X-Checksum"), "sent as a header")
+	require.Equal(t, "paid", readAll(t, first))
+	require.Equal(t, "abc123", first.Trailer.Get("X-Checksum"))
+	requireProblem(t, postTo(t, srv.URL, "k", "{}"), http.StatusConflict, idempotency.ProblemNotReplayable)
 }
 
 func TestTxFlushedResponseStaysReplayable(t *testing.T) {

@@ -13,14 +13,16 @@ import (
 // handler's work has been committed.
 //
 // The handler starts from a copy of the headers already set on the wrapped
-// writer; what Send writes, and what may be stored, is the header map as the
-// handler left it. The whole body is held in memory, however large.
+// writer. As with net/http's own writer, the headers sent (and stored) are
+// those set when the status was written; later changes count only as the
+// values of trailers. The whole body is held in memory, however large.
 // Flush is a no-op (nothing can reach the client early) and Hijack is not
 // supported. Unwrap returns the wrapped writer, so http.ResponseController
 // still reaches its deadlines.
 type Held struct {
 	w      http.ResponseWriter
 	header http.Header
+	sent   http.Header // a copy of header taken when the status was written
 	status int
 	body   []byte
 }
@@ -41,7 +43,7 @@ func (h *Held) WriteHeader(code int) {
 		panic(fmt.Sprintf("httpx: invalid WriteHeader code %v", code))
 	}
 	if h.status == 0 && code >= 200 {
-		h.status = code
+		h.status, h.sent = code, h.header.Clone()
 	}
 }
 
@@ -75,14 +77,34 @@ func (h *Held) Wrote() bool { return h.status != 0 }
 // Body returns the held body.
 func (h *Held) Body() []byte { return h.body }
 
-// Send writes the held response to the wrapped writer: the headers replace
-// those set on it, then the status (200 if none was written) and the body.
-func (h *Held) Send() {
-	dst := h.w.Header()
-	clear(dst)
-	for name, values := range h.header {
-		dst[name] = values
+// SentHeader returns the headers Send sends: as they were when the status
+// was written or, if the handler wrote nothing, as it left them.
+func (h *Held) SentHeader() http.Header {
+	if h.sent != nil {
+		return h.sent
 	}
+	return h.header
+}
+
+// HasTrailers reports whether the held response has trailers, declared in
+// its Trailer header or set under http.TrailerPrefix.
+func (h *Held) HasTrailers() bool { return hasTrailers(h.SentHeader(), h.header) }
+
+// Send writes the held response to the wrapped writer as the handler would
+// have written it: SentHeader replaces the headers set on it, then come the
+// status (200 if none was written) and the body, and then the header map
+// as the handler left it, from which net/http takes the trailers' values.
+func (h *Held) Send() {
+	replaceHeader(h.w.Header(), h.SentHeader())
 	h.w.WriteHeader(h.Status())
 	_, _ = h.w.Write(h.body)
+	replaceHeader(h.w.Header(), h.header)
+}
+
+// replaceHeader makes dst hold the fields of src and no others.
+func replaceHeader(dst, src http.Header) {
+	clear(dst)
+	for name, values := range src {
+		dst[name] = values
+	}
 }
