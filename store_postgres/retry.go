@@ -11,8 +11,8 @@ import (
 // that leave a statement of this store free to run again:
 //
 //   - On a connection that was dead: the server terminated it
-//     (pg_terminate_backend, a restart or a failover) or pgx sent nothing
-//     on it. Such a statement almost surely did not run, and running it
+//     (pg_terminate_backend, a restart or a failover, or its
+//     idle_session_timeout) or pgx sent nothing on it. Such a statement almost surely did not run, and running it
 //     again is harmless even if it did: a Claim that had won finds the key
 //     in flight under its own token and reports it claimed again, a
 //     Complete or Release that had succeeded reports store.ErrNotOwner, a
@@ -50,9 +50,13 @@ func (s *Store) retry(ctx context.Context, op func() error) error {
 func deadConn(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		// admin_shutdown (pg_terminate_backend, fast shutdown) and
-		// crash_shutdown.
-		return pgErr.Code == "57P01" || pgErr.Code == "57P02"
+		switch pgErr.Code {
+		case "57P01", // admin_shutdown: pg_terminate_backend, fast shutdown
+			"57P02", // crash_shutdown
+			"57P05": // idle_session_timeout ended the session before the statement came
+			return true
+		}
+		return false
 	}
 	return pgconn.SafeToRetry(err)
 }

@@ -9,9 +9,10 @@
 // token and fencing number. Every expiry is computed and compared on the
 // database's clock (statement_timestamp(), which is now() outside an
 // explicit transaction), never the application's. A statement that meets
-// a connection the server has terminated is run again on another one, which
-// is harmless for every statement here; any other error is returned,
-// wrapped, and the middleware answers 503.
+// a connection the server has terminated is run again on another one, and
+// one that a serialization failure aborted is run again on a fresh
+// snapshot, which is harmless for every statement here; any other error is
+// returned, wrapped, and the middleware answers 503.
 //
 // NewTx returns the store in transactional mode (TxStore): the middleware
 // then claims each key inside a transaction that the handler's own writes
@@ -82,7 +83,7 @@ var (
 
 // WithTable sets the table that holds the records. The name must be 1 to 50
 // characters of lower-case ASCII letters, digits and underscores, not
-// starting with a digit; anything else panics in New. It is always quoted
+// starting with a digit; anything else makes WithTable panic. It is always quoted
 // as an identifier in SQL. Defaults to "idempotency_keys".
 func WithTable(name string) Option {
 	if !tableName.MatchString(name) {

@@ -96,3 +96,24 @@ VALUES ('k', 'fp', 1, 't', 1, now() + interval '1 minute')`)
 		})
 	}
 }
+
+// TestConnectionsEndedForIdlenessAreRetried: a server that ends idle
+// sessions (idle_session_timeout, FATAL 57P05) leaves the pool holding a
+// connection it does not know is dead. The statement that meets it did not
+// run, so the store runs it again on a new connection.
+func TestConnectionsEndedForIdlenessAreRetried(t *testing.T) {
+	t.Parallel()
+	table := newTestStore(t).table
+	cfg := testConfig(t)
+	cfg.MaxConns = 1
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	cfg.ConnConfig.RuntimeParams["idle_session_timeout"] = "100ms"
+	p := connect(t, cfg)
+	t.Cleanup(p.Close)
+	s := New(p, WithTable(table))
+
+	time.Sleep(400 * time.Millisecond) // the server ends the pool's one connection
+	_, claimed, err := s.Claim(context.Background(), "k", "fp", "t", time.Minute)
+	require.NoError(t, err)
+	require.True(t, claimed)
+}

@@ -14,7 +14,8 @@
 //     and fencing number) that holds the key in flight; anything else gets
 //     an error matching store.ErrNotOwner and changes nothing.
 //   - Complete with a response makes the key completed, with a nil one
-//     unreplayable; Release deletes the record so the next Claim wins.
+//     unreplayable; Release frees the key (deleting or keeping the record,
+//     as the store chooses) so that the next Claim wins.
 //   - Leases and retentions expire on the store's clock; Renew moves the
 //     lease's end.
 //   - Exactly one of many concurrent claims on a key wins.
