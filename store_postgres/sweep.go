@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -36,6 +37,14 @@ const DefaultSweepInterval = time.Minute
 // sweepBatch is how many rows one DeleteExpired call of the sweeper removes.
 const sweepBatch = 1000
 
+// sweepTx is the transaction DeleteExpired runs in: read committed,
+// whatever the connections' default isolation level. Its DELETE re-checks
+// each row it locks against the latest committed version, which is all it
+// needs; run serializable, it would take part in the server's conflict
+// detection, and a serializable claim taking over a row it deletes would
+// be aborted at COMMIT.
+var sweepTx = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
 // DeleteExpired removes up to batch expired rows and returns how many it
 // removed; fewer than batch means none were left that it could lock. A done
 // row is removed once its retention has ended on the database's clock. An
@@ -44,16 +53,19 @@ const sweepBatch = 1000
 // WithAbandonedRetention), so that a takeover gets a higher fencing number
 // than the last owner's, and removed after it. Any number of callers, in any
 // number of processes, may run it at once on one table: each skips the rows
-// the others hold and none waits. A batch below 1 is an error and removes
-// nothing.
+// the others hold and none waits. It runs at read committed, whatever the
+// default isolation level, so that it never makes a serializable claim
+// fail. A batch below 1 is an error and removes nothing.
 func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 	if batch < 1 {
 		return 0, errors.New("pgstore: DeleteExpired expects batch >= 1")
 	}
 	var tag pgconn.CommandTag
-	err := s.retry(ctx, func() (err error) {
-		tag, err = s.db.Exec(ctx, s.sql.deleteExpired, batch, s.abandoned.Microseconds())
-		return err
+	err := s.retry(ctx, func() error {
+		return pgx.BeginTxFunc(ctx, s.pool, sweepTx, func(tx pgx.Tx) (err error) {
+			tag, err = tx.Exec(ctx, s.sql.deleteExpired, batch, s.abandoned.Microseconds())
+			return err
+		})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: delete expired: %w", err)

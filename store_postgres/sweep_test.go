@@ -3,6 +3,7 @@ package pgstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store"
 )
 
 // fill inserts expired records, in flight with a lease that ended two days
@@ -156,4 +159,43 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestSweepDoesNotAbortSerializableClaims: with serializable as the
+// connections' default isolation, a transactional claim that takes over a
+// key just past its retention while a sweeper deletes that key's row must
+// still commit. Were the sweeper's DELETE serializable too, the server
+// would see read/write dependencies both ways and abort the claim at
+// COMMIT, and the middleware would answer 503.
+func TestSweepDoesNotAbortSerializableClaims(t *testing.T) {
+	t.Parallel()
+	table := newTestStore(t).table
+	cfg := testConfig(t)
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "serializable"
+	p := connect(t, cfg)
+	t.Cleanup(p.Close)
+	s := NewTx(p, WithTable(table))
+	ctx := context.Background()
+	for round := range 100 {
+		key := fmt.Sprint("k-", round)
+		old, claimed, err := s.Claim(ctx, key, "fp", "old", time.Minute)
+		require.NoError(t, err)
+		require.True(t, claimed)
+		require.NoError(t, s.Complete(ctx, key, old.Owner, &store.Response{Status: 201}, time.Millisecond))
+		time.Sleep(3 * time.Millisecond) // the retention ends on the server's clock
+
+		var wg sync.WaitGroup
+		var sweepErr, commitErr error
+		wg.Go(func() { _, sweepErr = s.DeleteExpired(ctx, 100) })
+		wg.Go(func() {
+			_, _, tx, err := s.BeginClaim(ctx, key, "fp", "retry")
+			if err == nil && tx != nil {
+				err = tx.Commit(ctx, &store.Response{Status: 201}, time.Hour)
+			}
+			commitErr = err
+		})
+		wg.Wait()
+		require.NoError(t, sweepErr, "round %d", round)
+		require.NoError(t, commitErr, "round %d", round)
+	}
 }
