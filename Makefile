@@ -1,5 +1,5 @@
 # make services: start what the tests need (see .ci/services).
-# make test:     services, then gofmt, go vet, staticcheck, the race-enabled
+# make test:     services, then gofmt, go mod tidy, go vet, staticcheck, the race-enabled
 #                tests against the real services, and brief fuzz runs.
 # make bench:    every benchmark six times into .bench/new.txt, compared by
 #                benchstat with the previous run, then the store engineers'
@@ -31,6 +31,7 @@ services:
 test: services
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt -l lists:"; echo "$$unformatted"; exit 1; fi
+	go mod tidy -diff
 	go vet ./...
 	go run $(STATICCHECK) ./...
 	go test -race -count=1 -timeout=30m ./...
