@@ -74,6 +74,7 @@ type middleware struct {
 type call struct {
 	key         string // storage key: scope, method, route and client key
 	fingerprint string
+	waiting     bool // the key was found in flight, and the request waits (WithWait)
 	body        bufferedBody
 	rec         httpx.Recorder
 	lease       heldLease
@@ -148,7 +149,7 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 	rec, claimed, err := m.store.Claim(r.Context(), c.key, c.fingerprint, token, m.lease)
 	switch {
 	case err != nil:
-		m.storeFailed(w, r, fmt.Errorf("idempotency: claim: %w", err))
+		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim: %w", err))
 		return true
 	case claimed:
 		m.run(w, r, c, rec.Owner, claimedAt)
@@ -178,15 +179,23 @@ func (m *middleware) answerFromRecord(w http.ResponseWriter, c *call, rec store.
 	return true
 }
 
-// storeFailed answers a request whose claim the store could not decide:
+// storeFailed answers c's request, whose claim the store could not decide:
 // 503, or with fail-open, the handler runs unprotected. A request whose own
 // context has ended (its deadline passed, or its client hung up, which is
 // likely why the claim failed) never runs unprotected: that would let the
 // client's retry run it again. It gets 503 request-interrupted, which a
 // client that hung up never reads, and a client hanging up is not reported
-// as a store error.
-func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
-	if ended := r.Context().Err(); ended != nil {
+// as a store error. Nor does a waiting request run unprotected: it has seen
+// its key in flight, so the first request may still be running. A poll that
+// fails gets 503; one cut off by the waiter's own context ends the wait as
+// a timeout does, with 409.
+func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, c *call, err error) {
+	ended := r.Context().Err()
+	switch {
+	case ended != nil && c.waiting:
+		m.writeRetryableProblem(w, problemKeyInFlight)
+		return
+	case ended != nil:
 		if !errors.Is(ended, context.Canceled) {
 			m.errorHandler(r, err)
 		}
@@ -194,7 +203,7 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, err err
 		return
 	}
 	m.errorHandler(r, err)
-	if m.failOpen {
+	if m.failOpen && !c.waiting {
 		m.logger.WarnContext(r.Context(), "idempotency: store unavailable, running handler unprotected",
 			"method", r.Method, "path", r.URL.Path)
 		m.next.ServeHTTP(w, r)

@@ -201,8 +201,10 @@ func WithWait(timeout time.Duration) Option {
 }
 
 // WithFailOpen makes the middleware run the handler unprotected when the
-// store cannot be reached, logging each such request. Defaults to fail
-// closed: such a request gets 503 and the handler does not run.
+// store cannot be reached, logging each such request. A request that has
+// already found its key in flight (waiting, with WithWait) never does: its
+// first request may still be running. Defaults to fail closed: such a
+// request gets 503 and the handler does not run.
 func WithFailOpen() Option {
 	return func(c *config) { c.failOpen = true }
 }

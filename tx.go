@@ -14,7 +14,7 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), c.key, c.fingerprint, token)
 	switch {
 	case err != nil:
-		m.storeFailed(w, r, fmt.Errorf("idempotency: claim in transaction: %w", err))
+		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim in transaction: %w", err))
 		return true
 	case tx != nil:
 		m.runInTx(w, r.WithContext(txCtx), tx)

@@ -15,8 +15,10 @@ const (
 // until it completes (replay), is released or lapses (this request claims
 // it and runs), or the wait times out (409). The request's own context
 // ending (its deadline, or its client hanging up) ends the wait as a
-// timeout does, with 409.
+// timeout does, with 409. A poll the store fails gets 503, never the
+// handler run unprotected (see storeFailed).
 func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *call, token string) {
+	c.waiting = true
 	deadline := time.Now().Add(m.wait)
 	poll := min(firstPoll, m.wait)
 	timer := time.NewTimer(poll)
