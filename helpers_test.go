@@ -143,6 +143,22 @@ func (l *errorLog) all() []error {
 	return append([]error(nil), l.errs...)
 }
 
+// postWithin sends a request through mw as post does, but fails the test
+// if no answer comes within d: a duplicate that wrongly ran a handler
+// waiting on its gate would otherwise hang the test until its timeout.
+func postWithin(t *testing.T, d time.Duration, mw http.Handler, key, body string) *http.Response {
+	t.Helper()
+	answer := make(chan *http.Response, 1)
+	go func() { answer <- post(mw, key, body) }()
+	select {
+	case resp := <-answer:
+		return resp
+	case <-time.After(d):
+		require.FailNow(t, "no answer", "the request for key %q got no answer within %v", key, d)
+		return nil
+	}
+}
+
 // startFirst sends a first request through mw in the background and waits
 // until h is running it. The returned channel closes when it has finished.
 func startFirst(t *testing.T, mw http.Handler, h *paymentHandler, key, body string) <-chan struct{} {

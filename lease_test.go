@@ -117,3 +117,76 @@ func TestFailedRenewalIsRetriedBeforeTheLeaseLapses(t *testing.T) {
 	require.EqualValues(t, 1, h.runs.Load())
 	require.Len(t, errs.all(), 3, "every failed renewal is reported")
 }
+
+// slowRenewer answers Renew only after latency, and gives up without
+// renewing if its caller's context ends first, as go-redis and pgx do.
+type slowRenewer struct {
+	store.Store
+	latency time.Duration
+}
+
+func (s slowRenewer) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
+	select {
+	case <-time.After(s.latency):
+		return s.Store.Renew(ctx, key, owner, lease)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestSlowStoreStillRenews: a store that takes longer than a third of the
+// lease to answer a renewal (but less than the lease) still keeps the key
+// held for a handler running several leases, and no renewal is reported
+// as failed.
+func TestSlowStoreStillRenews(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	errs := &errorLog{}
+	h := &paymentHandler{gate: make(chan struct{})}
+	mw := idempotency.New(idempotency.WithStore(slowRenewer{Store: store.NewMemory(), latency: 130 * time.Millisecond}),
+		idempotency.WithLease(lease), errs.option())(h)
+	done := startFirst(t, mw, h, "k", "{}")
+	defer func() { <-done }()
+	defer close(h.gate)
+	time.Sleep(3 * lease)
+	require.Equal(t, http.StatusConflict, postWithin(t, lease, mw, "k", "{}").StatusCode, "the key is still held")
+	require.EqualValues(t, 1, h.runs.Load())
+	require.Empty(t, errs.all())
+}
+
+// stuckRenewer lets its first Renew hang until its caller gives up, as a
+// call on a connection that died without a word does; later ones work.
+type stuckRenewer struct {
+	store.Store
+	calls atomic.Int64
+}
+
+func (s *stuckRenewer) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
+	if s.calls.Add(1) == 1 {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.Store.Renew(ctx, key, owner, lease)
+}
+
+// TestStuckRenewalDoesNotHoldTheNextBack: while the first renewal hangs
+// (from a third of the lease until its own lease is up), the next starts a
+// third of the lease after it and keeps the key held past the first lease;
+// when the handler then finishes, the hung renewal is cancelled rather than
+// waited for, and the key is completed at once.
+func TestStuckRenewalDoesNotHoldTheNextBack(t *testing.T) {
+	const lease = 1200 * time.Millisecond
+	s := &stuckRenewer{Store: store.NewMemory()}
+	h := &paymentHandler{gate: make(chan struct{})}
+	mw := idempotency.New(idempotency.WithStore(s), idempotency.WithLease(lease), (&errorLog{}).option())(h)
+	done := startFirst(t, mw, h, "k", "{}")
+	time.Sleep(lease + lease/12)
+	require.Equal(t, http.StatusConflict, post(mw, "k", "{}").StatusCode, "the key is still held")
+	close(h.gate) // the hung renewal would give up only at 4/3 of the lease
+	select {
+	case <-done:
+	case <-time.After(lease / 6):
+		require.FailNow(t, "the request waited for a hung renewal")
+	}
+	require.Equal(t, "true", post(mw, "k", "{}").Header.Get("Idempotent-Replayed"))
+	require.EqualValues(t, 1, h.runs.Load())
+}

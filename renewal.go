@@ -13,16 +13,21 @@ import (
 
 // leaseKeeper renews the leases of the keys whose handlers are running, so
 // that a handler may run far longer than one lease. One goroutine per
-// middleware does the watching, and only while some lease is held: it wakes
-// every twelfth of the lease and renews, each in its own goroutine, every
-// lease whose last successful renewal (or claim) started a third of the lease
-// ago or more. A renewal that fails is tried again at the next wake-up, so a
-// lease is renewed at least twice more before it could lapse, however slow
-// the store is to answer. Renewal checks ownership: if
-// the store says the lease was lost (taken over after a long store outage),
-// that lease is no longer renewed and the error handler is told; the
-// handler's outcome will then be refused by the store rather than overwrite
-// the new owner's record.
+// middleware does the watching: it starts with the first lease held, wakes
+// every twelfth of the lease, and ends at the first wake-up that finds no
+// lease held. At each wake-up it starts a renewal, in a goroutine of its
+// own, of every lease whose last successful renewal (or claim) started a
+// third of the lease ago or more, unless a renewal of it is already
+// running and started less than a third of the lease ago.
+//
+// So a renewal that fails is tried again at the next wake-up, and one that
+// is slow (each may take up to a lease) does not hold the next back: a
+// store slower to answer than a third of the lease still renews in time,
+// and a call stuck on a dead connection does not stop the others. Renewal
+// checks ownership: if the store says the lease was lost (taken over after
+// a long store outage), that lease is no longer renewed and the error
+// handler is told, once; the handler's outcome will then be refused by the
+// store rather than overwrite the new owner's record.
 type leaseKeeper struct {
 	m        *middleware
 	mu       sync.Mutex
@@ -36,10 +41,14 @@ type heldLease struct {
 	key   string
 	owner store.Lease
 
-	mu        sync.Mutex // held during a renewal, so release waits for it
-	renewing  bool       // guarded by leaseKeeper.mu
-	renewedAt time.Time  // when the last successful renewal started; guarded by leaseKeeper.mu
-	stopped   bool
+	running sync.WaitGroup // renewals of this lease in flight
+
+	// Guarded by leaseKeeper.mu:
+	renewedAt time.Time // when the last successful renewal (or the claim) started
+	triedAt   time.Time // when the last renewal started
+	renewals  int       // renewals in flight
+	ctx       context.Context
+	cancel    context.CancelFunc // ends ctx, and the renewals under it, when the lease is stopped
 }
 
 // keep starts renewing owner's lease of key, claimed at claimedAt, tracked
@@ -55,18 +64,20 @@ func (k *leaseKeeper) keep(l *heldLease, r *http.Request, key string, owner stor
 	}
 }
 
-// stop ends the renewals of l; when it returns, none is running or will
-// run.
+// stop ends the renewals of l, cancelling any in flight; when it returns,
+// none is running or will run.
 func (k *leaseKeeper) stop(l *heldLease) {
 	k.mu.Lock()
 	delete(k.held, l)
+	cancel := l.cancel
 	k.mu.Unlock()
-	l.mu.Lock()
-	l.stopped = true
-	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	l.running.Wait()
 }
 
-// watch renews due leases until none is held.
+// watch starts the renewals that are due until no lease is held.
 func (k *leaseKeeper) watch() {
 	every := k.m.lease / 3
 	ticker := time.NewTicker(max(k.m.lease/12, time.Millisecond))
@@ -79,51 +90,56 @@ func (k *leaseKeeper) watch() {
 			return
 		}
 		for l := range k.held {
-			if !l.renewing && now.Sub(l.renewedAt) >= every {
-				l.renewing = true
-				go k.renew(l)
+			due := now.Sub(l.renewedAt) >= every
+			if due && (l.renewals == 0 || now.Sub(l.triedAt) >= every) {
+				k.start(l, now)
 			}
 		}
 		k.mu.Unlock()
 	}
 }
 
-// renew renews l once, unless it was stopped.
-func (k *leaseKeeper) renew(l *heldLease) {
-	started := time.Now()
-	l.mu.Lock()
-	renewed, lost := false, false
-	if !l.stopped {
-		renewed, lost = k.renewOnce(l)
+// start starts a renewal of l at now. k.mu must be held, and l held by k,
+// so that stop, which removes l first, waits for it.
+func (k *leaseKeeper) start(l *heldLease, now time.Time) {
+	if l.ctx == nil {
+		l.ctx, l.cancel = context.WithCancel(detached(l.r))
 	}
-	l.mu.Unlock()
-
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l.renewing = false
-	if renewed {
-		l.renewedAt = started
-	}
-	if lost {
-		delete(k.held, l)
-	}
+	l.renewals++
+	l.triedAt = now
+	l.running.Add(1)
+	go k.renew(l, now)
 }
 
-// renewOnce asks the store to extend l and reports whether it did, or
-// whether the lease was lost. Any other error is reported, and the next
-// wake-up tries again.
-func (k *leaseKeeper) renewOnce(l *heldLease) (renewed, lost bool) {
+// renew asks the store, once, to extend l, giving it up to one lease to
+// answer. It records a success; a lease the store says is lost is no
+// longer renewed and is reported; any other error is reported, and a later
+// wake-up tries again. A renewal cut off by stop reports nothing.
+func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
+	defer l.running.Done()
 	m := k.m
-	ctx, cancel := context.WithTimeout(detached(l.r), m.lease/3)
-	defer cancel()
+	ctx, cancel := context.WithDeadline(l.ctx, started.Add(m.lease))
 	err := m.store.Renew(ctx, l.key, l.owner, m.lease)
+	cancel()
+
+	k.mu.Lock()
+	l.renewals--
+	_, held := k.held[l]
 	switch {
+	case err == nil:
+		if started.After(l.renewedAt) {
+			l.renewedAt = started
+		}
+	case errors.Is(err, store.ErrNotOwner) && held:
+		delete(k.held, l)
+	}
+	k.mu.Unlock()
+
+	switch {
+	case err == nil, !held:
 	case errors.Is(err, store.ErrNotOwner):
 		m.errorHandler(l.r, fmt.Errorf("idempotency: lease lost while the handler ran: %w", err))
-		return false, true
-	case err != nil:
+	default:
 		m.errorHandler(l.r, fmt.Errorf("idempotency: renew: %w", err))
-		return false, false
 	}
-	return true, false
 }

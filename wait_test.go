@@ -44,14 +44,8 @@ func TestWaitPollErrorNeverFailsOpen(t *testing.T) {
 	done := startFirst(t, mw, h, "k", "{}")
 	defer func() { <-done }()
 	defer close(h.gate)
-	dup := make(chan *http.Response, 1)
-	go func() { dup <- post(mw, "k", "{}") }()
-	select {
-	case resp := <-dup:
-		requireProblem(t, resp, http.StatusServiceUnavailable, idempotency.ProblemStoreUnavailable)
-	case <-time.After(5 * time.Second):
-		require.FailNow(t, "the duplicate did not answer", "handler runs: %d", h.runs.Load())
-	}
+	requireProblem(t, postWithin(t, 5*time.Second, mw, "k", "{}"),
+		http.StatusServiceUnavailable, idempotency.ProblemStoreUnavailable)
 	require.EqualValues(t, 1, h.runs.Load(), "the handler ran again while the first request ran")
 	require.Len(t, errs.all(), 1)
 	require.ErrorIs(t, errs.all()[0], errStoreDown)
