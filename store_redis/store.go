@@ -110,7 +110,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	rec, claimed, err := decodeClaim(&reply{v: v}, fingerprint, token, lease)
+	rec, claimed, err := decodeClaim(&reply{v: v}, fingerprint, token)
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -118,13 +118,13 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 }
 
 // decodeClaim turns claimScript's reply into what Claim returns.
-func decodeClaim(r *reply, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
+func decodeClaim(r *reply, fingerprint, token string) (store.Record, bool, error) {
 	if r.int(0) == 1 {
 		rec := store.Record{
 			State:       store.StateInFlight,
 			Fingerprint: fingerprint,
 			Owner:       store.Lease{Token: token, Fence: r.int(1)},
-			TTL:         lease,
+			TTL:         time.Duration(r.int(2)) * time.Millisecond,
 		}
 		return rec, true, r.err()
 	}

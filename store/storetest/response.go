@@ -110,6 +110,7 @@ func testHeadersRoundTrip(t *testing.T, s store.Store) {
 		`{"json":"looking","n":1}`,
 		"\\ backslash \\u0041",
 		strings.Repeat("long-", 800),
+		strings.Repeat("longer than 64 KiB ", 4000),
 	}
 	header := http.Header{
 		"Content-Type":  {"application/json; charset=utf-8"},

@@ -16,8 +16,9 @@
 //   - Complete with a response makes the key completed, with a nil one
 //     unreplayable; Release frees the key (deleting or keeping the record,
 //     as the store chooses) so that the next Claim wins.
-//   - Leases and retentions expire on the store's clock; Renew moves the
-//     lease's end.
+//   - Leases and retentions expire on the store's clock, and the time
+//     left counts down; Renew sets the lease's end, sooner or later, and
+//     nothing else moves it.
 //   - Exactly one of many concurrent claims on a key wins.
 //   - Responses round-trip exactly: status, every header name and value
 //     (arbitrary bytes, not only UTF-8), in order, and the body byte for
@@ -89,6 +90,14 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"StaleReleaseIsRefused", testStaleReleaseIsRefused},
 		{"FencesNeverGoBack", testFencesNeverGoBack},
 		{"CompletedRecordExpires", testCompletedRecordExpires},
+		{"ClaimAgainKeepsTheLease", testClaimAgainKeepsTheLease},
+		{"OwnTokenAfterCompleteLoses", testOwnTokenAfterCompleteLoses},
+		{"TTLCountsDown", testTTLCountsDown},
+		{"LosingClaimChangesNothing", testLosingClaimChangesNothing},
+		{"RenewSetsTheLeaseFromNow", testRenewSetsTheLeaseFromNow},
+		{"RefusedRenewChangesNothing", testRefusedRenewChangesNothing},
+		{"RetentionOutlivesTheLease", testRetentionOutlivesTheLease},
+		{"ExpiryKeepsLiveRecords", testExpiryKeepsLiveRecords},
 		{"ConcurrentClaimsOneWinner", testConcurrentClaimsOneWinner},
 		{"ConcurrentTakeoversOneWinner", testConcurrentTakeoversOneWinner},
 		{"BinaryBodiesRoundTrip", testBinaryBodiesRoundTrip},

@@ -1,0 +1,123 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// The tests here check that a call leaves alone what it must not change,
+// and that the time a record has left counts down on the store's clock:
+// what a call returns cannot show either.
+
+// testClaimAgainKeepsTheLease: the owner's Claim sent again reports the
+// lease its record holds, not the one it asks for, and extends nothing:
+// the lease still ends when it would have, and another claim then takes
+// the key over.
+func testClaimAgainKeepsTheLease(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "again", "fp", 2*shortLease)
+	rec, claimed, err := s.Claim(t.Context(), "again", "fp", owner.Token, longLease)
+	require.NoError(t, err)
+	require.True(t, claimed, "the owner's own claim, sent again: %+v", rec)
+	requireTTL(t, rec.TTL, 2*shortLease)
+	time.Sleep(2 * pastShortLease)
+	mustClaim(t, s, "again", "fp-next", longLease)
+}
+
+// testOwnTokenAfterCompleteLoses: once its owner completed a key, a Claim
+// under the owner's token is a duplicate like any other: it loses and gets
+// the stored response, and never the token.
+func testOwnTokenAfterCompleteLoses(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "done", "fp", longLease)
+	want := keyedResponse("done")
+	complete(t, s, "done", owner, want)
+	rec, claimed, err := s.Claim(t.Context(), "done", "fp", owner.Token, longLease)
+	require.NoError(t, err)
+	require.False(t, claimed, "a completed key is not claimed again by its former owner: %+v", rec)
+	require.Equal(t, store.StateCompleted, rec.State)
+	require.Empty(t, rec.Owner.Token)
+	requireSameResponse(t, want, rec.Response)
+}
+
+// testTTLCountsDown: the TTL a losing Claim reports is the time left, on
+// the store's clock, not the lease or retention that was set.
+func testTTLCountsDown(t *testing.T, s store.Store) {
+	mustClaim(t, s, "running", "fp", longLease)
+	owner := mustClaim(t, s, "done", "fp", longLease)
+	complete(t, s, "done", owner, sampleResponse())
+	sleepPastShortLease()
+	require.LessOrEqual(t, mustLose(t, s, "running", "fp-2").TTL, longLease-shortLease, "lease left")
+	require.LessOrEqual(t, mustLose(t, s, "done", "fp-2").TTL, retention-shortLease, "retention left")
+}
+
+// testLosingClaimChangesNothing: a losing Claim does not extend the lease
+// of an in-flight record (duplicates would otherwise keep a dead owner's
+// key held for ever) nor the retention of a completed one.
+func testLosingClaimChangesNothing(t *testing.T, s store.Store) {
+	mustClaim(t, s, "running", "fp", shortLease)
+	owner := mustClaim(t, s, "done", "fp", longLease)
+	require.NoError(t, s.Complete(t.Context(), "done", owner, sampleResponse(), shortLease))
+	mustLose(t, s, "running", "fp-2")
+	mustLose(t, s, "done", "fp-2")
+	sleepPastShortLease()
+	mustClaim(t, s, "running", "fp-3", longLease)
+	mustClaim(t, s, "done", "fp-3", longLease)
+}
+
+// testRenewSetsTheLeaseFromNow: Renew sets the lease to end the new lease
+// from now, even when that is sooner than the old end.
+func testRenewSetsTheLeaseFromNow(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "k", "fp", longLease)
+	require.NoError(t, s.Renew(t.Context(), "k", owner, shortLease))
+	requireInFlight(t, s, "k", "fp", shortLease)
+	sleepPastShortLease()
+	mustClaim(t, s, "k", "fp-2", longLease)
+}
+
+// testRefusedRenewChangesNothing: a Renew refused for a wrong token or
+// fencing number does not move the holder's lease: it still ends when it
+// would have.
+func testRefusedRenewChangesNothing(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "k", "fp", shortLease)
+	for _, wrong := range []store.Lease{
+		{Token: newToken(), Fence: owner.Fence},
+		{Token: owner.Token, Fence: owner.Fence + 1},
+	} {
+		requireNotOwner(t, s.Renew(t.Context(), "k", wrong, longLease), "Renew")
+	}
+	sleepPastShortLease()
+	mustClaim(t, s, "k", "fp-2", longLease)
+}
+
+// testRetentionOutlivesTheLease: a completed record is kept for its
+// retention, not for what was left of the lease it was claimed under.
+func testRetentionOutlivesTheLease(t *testing.T, s store.Store) {
+	owner := mustClaim(t, s, "k", "fp", 2*shortLease)
+	want := sampleResponse()
+	complete(t, s, "k", owner, want)
+	time.Sleep(2 * pastShortLease)
+	requireCompleted(t, s, "k", "fp", want)
+}
+
+// testExpiryKeepsLiveRecords: records expiring around them, and new keys
+// claimed after (which is when the memory store sweeps), never remove a
+// live in-flight or completed record.
+func testExpiryKeepsLiveRecords(t *testing.T, s store.Store) {
+	for i := range 20 {
+		mustClaim(t, s, fmt.Sprint("old-", i), "fp", shortLease)
+	}
+	mustClaim(t, s, "running", "fp-running", longLease)
+	owner := mustClaim(t, s, "done", "fp-done", longLease)
+	want := sampleResponse()
+	complete(t, s, "done", owner, want)
+	sleepPastShortLease()
+	for i := range 40 {
+		mustClaim(t, s, fmt.Sprint("new-", i), "fp", longLease)
+	}
+	requireInFlight(t, s, "running", "fp-running", longLease)
+	requireCompleted(t, s, "done", "fp-done", want)
+}
