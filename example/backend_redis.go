@@ -27,7 +27,7 @@ func openRedis(ctx context.Context, cfg config) (store.Store, ledger, func(), er
 	}
 	opts, err := redis.ParseURL(cfg.redisURL)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("-redis-url: %w", err)
+		return nil, nil, nil, fmt.Errorf("-redis-url must look like redis://host:port/db (rediss:// for TLS): %w", err)
 	}
 	// Let context deadlines bound each call's network reads and writes,
 	// not only go-redis's own timeouts: the start-up check's, and the

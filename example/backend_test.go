@@ -52,3 +52,10 @@ func TestBackendThatNeverAnswersFailsStartUp(t *testing.T) {
 		require.Less(t, time.Since(started), 3*time.Second, "%s: start-up gave up long after its timeout", cfg.store)
 	}
 }
+
+// TestRedisURLWithoutScheme: a -redis-url given as a bare address, as
+// redis-cli takes it, is refused with the form it must have.
+func TestRedisURLWithoutScheme(t *testing.T) {
+	_, _, _, err := openBackend(context.Background(), config{store: "redis", redisURL: "127.0.0.1:6379"}, time.Second)
+	require.ErrorContains(t, err, "-redis-url must look like redis://host:port/db")
+}

@@ -24,12 +24,14 @@ type Problem struct {
 }
 
 // WriteProblem writes p as an application/problem+json response: it removes
-// any Content-Length, ETag, Last-Modified, digest and other Content-*
-// headers set before (they describe some other content, and a
-// Content-Encoding would make the JSON unreadable), sets Content-Type, Content-Length,
+// the headers set before that describe some other content (ETag,
+// Last-Modified, Content-Encoding, which would make the JSON unreadable,
+// and the others otherContent lists), sets Content-Type, Content-Length,
 // Cache-Control: no-store and X-Content-Type-Options: nosniff, then writes
-// the status and the JSON body. It never panics: a status outside 400..599 is written as 500. Other
-// headers already set on w, such as Retry-After, are sent as they are.
+// the status and the JSON body, ended by a newline as a terminal or a log
+// line wants it. It never panics: a status outside 400..599 is written as
+// 500. Other headers already set on w, such as Retry-After, are sent as
+// they are.
 func WriteProblem(w http.ResponseWriter, p Problem) {
 	if p.Status < 400 || p.Status > 599 {
 		p.Status = http.StatusInternalServerError
@@ -42,6 +44,7 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 	}
 	// Marshal cannot fail on strings and an int; invalid UTF-8 is replaced.
 	body, _ := json.Marshal(p)
+	body = append(body, '\n')
 	h := w.Header()
 	for _, name := range otherContent {
 		h.Del(name)
