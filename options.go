@@ -161,8 +161,10 @@ func WithMaxResponseBytes(n int) Option {
 
 // WithLease sets how long a claim holds a key before another request may
 // take it over if the owner dies. While the handler runs the lease is renewed
-// every third of its length, so a handler may run far longer. Defaults to 30
-// seconds.
+// every third of its length, so a handler may run far longer. A renewal must
+// reach the store within the lease, through scheduling delays, garbage
+// collection pauses and network stalls, so a lease much under a second
+// protects little on a loaded machine. Defaults to 30 seconds.
 func WithLease(d time.Duration) Option {
 	if d <= 0 {
 		panic("idempotency: WithLease expects d > 0")
