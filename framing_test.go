@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -60,20 +61,29 @@ func TestReplayKeepsContentLength(t *testing.T) {
 	}
 }
 
-// TestReplayOfAChunkedBodyIsNotSniffed: a handler that sets
-// Transfer-Encoding and no Content-Type gets none from net/http, which
-// sniffs only when it frames the body itself; its replay gets none either.
-func TestReplayOfAChunkedBodyIsNotSniffed(t *testing.T) {
-	srv := httptest.NewServer(idempotency.New()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Transfer-Encoding", "chunked")
-		_, _ = io.WriteString(w, "<html><body>receipt</body></html>")
-	})))
-	defer srv.Close()
-	first, replay := sendTo(t, srv, http.MethodPost, "chunked"), sendTo(t, srv, http.MethodPost, "chunked")
-	require.Equal(t, "true", replay.resp.Header.Get("Idempotent-Replayed"))
-	require.Empty(t, first.resp.Header.Values("Content-Type"), "the first response")
-	require.Empty(t, replay.resp.Header.Values("Content-Type"), "the replay")
-	require.Equal(t, first.body, replay.body)
+// TestReplayOfAChunkedBodyKeepsItsContentType: a handler that sets
+// Transfer-Encoding and no Content-Type gets none from net/http's HTTP/1
+// server, which sniffs only when it frames the body itself, and a sniffed
+// one from its HTTP/2 server, which ignores Transfer-Encoding; either way
+// the replay carries what the first response did.
+func TestReplayOfAChunkedBodyKeepsItsContentType(t *testing.T) {
+	for _, http2 := range []bool{false, true} {
+		t.Run(fmt.Sprint("http2=", http2), func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(idempotency.New()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Transfer-Encoding", "chunked")
+				_, _ = io.WriteString(w, "<html><body>receipt</body></html>")
+			})))
+			srv.EnableHTTP2 = http2
+			srv.StartTLS()
+			defer srv.Close()
+			first, replay := sendTo(t, srv, http.MethodPost, "chunked"), sendTo(t, srv, http.MethodPost, "chunked")
+			require.Equal(t, http2, first.resp.ProtoMajor == 2)
+			require.Equal(t, "true", replay.resp.Header.Get("Idempotent-Replayed"))
+			require.Equal(t, http2, first.resp.Header.Get("Content-Type") != "", "sniffed over HTTP/2 only")
+			require.Equal(t, first.resp.Header.Values("Content-Type"), replay.resp.Header.Values("Content-Type"))
+			require.Equal(t, first.body, replay.body)
+		})
+	}
 }
 
 // TestResponseWithTrailersIsNotReplayable: trailers are set after the

@@ -47,17 +47,19 @@ func (m *middleware) replayable(name string) bool {
 	return m.replayHeaders[name]
 }
 
-// toStore returns the response to store: status, body, and the replayable
-// headers of header, which it filters in place and keeps. A Content-Type
-// that the handler set to nil (or to no values) is stored as one empty
-// value: net/http sends no Content-Type for it and sniffs none from the
-// body, and stores keep values, not names without any, so replay turns the
-// empty value back into nil to send the same. A Content-Type of one empty
-// value is thus replayed as none. So is a missing Content-Type next to a
-// Transfer-Encoding the handler set (and which is never stored): net/http
-// sniffs only a body it frames itself, so it sent none.
-func (m *middleware) toStore(status int, header http.Header, body []byte) *store.Response {
-	if _, typed := header["Content-Type"]; !typed && header.Get("Transfer-Encoding") != "" {
+// toStore returns the response to store for r: status, body, and the
+// replayable headers of header, which it filters in place and keeps. A
+// Content-Type that the handler set to nil (or to no values) is stored as
+// one empty value: net/http sends no Content-Type for it and sniffs none
+// from the body, and stores keep values, not names without any, so replay
+// turns the empty value back into nil to send the same. A Content-Type of
+// one empty value is thus replayed as none. So is a missing Content-Type
+// next to a Transfer-Encoding the handler set (never stored itself) on an
+// HTTP/1 request: net/http's HTTP/1 server sniffs only a body it frames
+// itself, so it sent none. (Its HTTP/2 server sniffs either way, as the
+// replay then does.)
+func (m *middleware) toStore(r *http.Request, status int, header http.Header, body []byte) *store.Response {
+	if _, typed := header["Content-Type"]; !typed && r.ProtoMajor == 1 && header.Get("Transfer-Encoding") != "" {
 		header["Content-Type"] = nil
 	}
 	for name, values := range header {

@@ -62,7 +62,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	case !rec.Replayable():
 		m.complete(r, c.key, owner, nil)
 	default:
-		m.complete(r, c.key, owner, m.storedResponse(rec))
+		m.complete(r, c.key, owner, m.storedResponse(r, rec))
 	}
 }
 
@@ -92,15 +92,15 @@ func recordable(status int) bool {
 	}
 }
 
-// storedResponse is the replayable part of what the handler wrote: status,
-// allow-listed headers and body.
-func (m *middleware) storedResponse(rec *httpx.Recorder) *store.Response {
+// storedResponse is the replayable part of what the handler wrote for r:
+// status, allow-listed headers and body.
+func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) *store.Response {
 	status, header := rec.Status(), rec.HeaderSnapshot()
 	if status == 0 {
 		// Nothing written: net/http sends 200 with the headers as they are.
 		status, header = http.StatusOK, rec.Header().Clone()
 	}
-	return m.toStore(status, header, rec.Body())
+	return m.toStore(r, status, header, rec.Body())
 }
 
 // complete records the finished request: resp for replay, or nil for done

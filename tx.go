@@ -64,7 +64,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 	}
 	var resp *store.Response
 	if len(held.Body()) <= m.maxResponseBytes && !held.HasTrailers() {
-		resp = m.toStore(held.Status(), held.SentHeader().Clone(), held.Body())
+		resp = m.toStore(r, held.Status(), held.SentHeader().Clone(), held.Body())
 	}
 	if err := tx.Commit(detached(r), resp, m.retention); err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))
