@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store"
 )
 
 // exchange is one request to a real server and what its client got.
@@ -119,6 +120,37 @@ func TestResponseWithTrailersIsNotReplayable(t *testing.T) {
 			dup := sendTo(t, srv, http.MethodPost, "trailed")
 			require.Equal(t, http.StatusConflict, dup.resp.StatusCode)
 			require.Contains(t, dup.body, idempotency.ProblemNotReplayable)
+			require.Equal(t, 1, runs)
+		})
+	}
+}
+
+// TestTrailersSetOutsideKeepTheResponseReplayable: a middleware outside
+// this one that declares a trailer (Server-Timing, say) and sets it after
+// the handler returns does so again on the replay; the response stays
+// replayable, in the transactional mode too.
+func TestTrailersSetOutsideKeepTheResponseReplayable(t *testing.T) {
+	stores := map[string]store.Store{"plain": store.NewMemory(), "transactional": &txMemory{Memory: store.NewMemory()}}
+	for name, s := range stores {
+		t.Run(name, func(t *testing.T) {
+			runs := 0
+			inner := idempotency.New(idempotency.WithStore(s))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs++
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, "paid")
+			}))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Trailer", "Server-Timing")
+				inner.ServeHTTP(w, r)
+				w.Header().Set("Server-Timing", "app;dur=1")
+			}))
+			defer srv.Close()
+			first, replay := sendTo(t, srv, http.MethodPost, "timed"), sendTo(t, srv, http.MethodPost, "timed")
+			require.Equal(t, "app;dur=1", first.resp.Trailer.Get("Server-Timing"))
+			require.Equal(t, http.StatusCreated, replay.resp.StatusCode, replay.body)
+			require.Equal(t, "true", replay.resp.Header.Get("Idempotent-Replayed"))
+			require.Equal(t, "app;dur=1", replay.resp.Trailer.Get("Server-Timing"))
+			require.Equal(t, first.body, replay.body)
 			require.Equal(t, 1, runs)
 		})
 	}

@@ -111,7 +111,7 @@ func TestFailedRenewalIsRetriedBeforeTheLeaseLapses(t *testing.T) {
 	mw := idempotency.New(idempotency.WithStore(s), idempotency.WithLease(lease), errs.option())(h)
 	done := startFirst(t, mw, h, "k", "{}")
 	time.Sleep(lease + lease/4) // past the first lease: only a renewal keeps the key
-	require.Equal(t, http.StatusConflict, post(mw, "k", "{}").StatusCode, "the key is still held")
+	require.Equal(t, http.StatusConflict, postWithin(t, 5*time.Second, mw, "k", "{}").StatusCode, "the key is still held")
 	close(h.gate)
 	<-done
 	require.EqualValues(t, 1, h.runs.Load())
@@ -139,16 +139,16 @@ func (s slowRenewer) Renew(ctx context.Context, key string, owner store.Lease, l
 // held for a handler running several leases, and no renewal is reported
 // as failed.
 func TestSlowStoreStillRenews(t *testing.T) {
-	const lease = 300 * time.Millisecond
+	const lease = 600 * time.Millisecond
 	errs := &errorLog{}
 	h := &paymentHandler{gate: make(chan struct{})}
-	mw := idempotency.New(idempotency.WithStore(slowRenewer{Store: store.NewMemory(), latency: 130 * time.Millisecond}),
+	mw := idempotency.New(idempotency.WithStore(slowRenewer{Store: store.NewMemory(), latency: 250 * time.Millisecond}),
 		idempotency.WithLease(lease), errs.option())(h)
 	done := startFirst(t, mw, h, "k", "{}")
 	defer func() { <-done }()
 	defer close(h.gate)
 	time.Sleep(3 * lease)
-	require.Equal(t, http.StatusConflict, postWithin(t, lease, mw, "k", "{}").StatusCode, "the key is still held")
+	require.Equal(t, http.StatusConflict, postWithin(t, 5*time.Second, mw, "k", "{}").StatusCode, "the key is still held")
 	require.EqualValues(t, 1, h.runs.Load())
 	require.Empty(t, errs.all())
 }
@@ -180,7 +180,7 @@ func TestStuckRenewalDoesNotHoldTheNextBack(t *testing.T) {
 	mw := idempotency.New(idempotency.WithStore(s), idempotency.WithLease(lease), (&errorLog{}).option())(h)
 	done := startFirst(t, mw, h, "k", "{}")
 	time.Sleep(lease + lease/12)
-	require.Equal(t, http.StatusConflict, post(mw, "k", "{}").StatusCode, "the key is still held")
+	require.Equal(t, http.StatusConflict, postWithin(t, 5*time.Second, mw, "k", "{}").StatusCode, "the key is still held")
 	close(h.gate) // the hung renewal would give up only at 4/3 of the lease
 	select {
 	case <-done:

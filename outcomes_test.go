@@ -42,7 +42,7 @@ func TestDuplicateInFlightGets409WithRetryAfter(t *testing.T) {
 	h := &paymentHandler{gate: make(chan struct{})}
 	mw := idempotency.New(idempotency.WithRetryAfter(1500 * time.Millisecond))(h)
 	done := startFirst(t, mw, h, "k", "{}")
-	dup := post(mw, "k", "{}")
+	dup := postWithin(t, 5*time.Second, mw, "k", "{}")
 	require.Equal(t, "2", dup.Header.Get("Retry-After"), "1.5 s rounds up to 2")
 	requireProblem(t, dup, http.StatusConflict, idempotency.ProblemKeyInFlight)
 	close(h.gate)
@@ -85,7 +85,7 @@ func TestWaitModeTimesOutWith409(t *testing.T) {
 	h := &paymentHandler{gate: make(chan struct{})}
 	mw := idempotency.New(idempotency.WithWait(50 * time.Millisecond))(h)
 	done := startFirst(t, mw, h, "k", "{}")
-	dup := post(mw, "k", "{}")
+	dup := postWithin(t, 5*time.Second, mw, "k", "{}")
 	require.NotEmpty(t, dup.Header.Get("Retry-After"))
 	requireProblem(t, dup, http.StatusConflict, idempotency.ProblemKeyInFlight)
 	close(h.gate)

@@ -63,7 +63,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 		return
 	}
 	var resp *store.Response
-	if len(held.Body()) <= m.maxResponseBytes && !held.HasTrailers() {
+	if len(held.Body()) <= m.maxResponseBytes && !held.AddsTrailers() {
 		resp = m.toStore(r, held.Status(), held.SentHeader().Clone(), held.Body())
 	}
 	if err := tx.Commit(detached(r), resp, m.retention); err != nil {

@@ -25,11 +25,14 @@ type Held struct {
 	sent   http.Header // a copy of header taken when the status was written
 	status int
 	body   []byte
+
+	outerTrailers []string // trailers set on w before the handler ran
 }
 
 // NewHeld returns a Held response for w.
 func NewHeld(w http.ResponseWriter) *Held {
-	return &Held{w: w, header: w.Header().Clone()}
+	h := w.Header()
+	return &Held{w: w, header: h.Clone(), outerTrailers: trailerNames(h, h)}
 }
 
 // Header returns the held header map.
@@ -86,9 +89,14 @@ func (h *Held) SentHeader() http.Header {
 	return h.header
 }
 
-// HasTrailers reports whether the held response has trailers, declared in
-// its Trailer header or set under http.TrailerPrefix.
-func (h *Held) HasTrailers() bool { return hasTrailers(h.SentHeader(), h.header) }
+// AddsTrailers reports whether the handler gave the held response
+// trailers, declared in its Trailer header or set under
+// http.TrailerPrefix, beyond those already set on the wrapped writer when
+// the Held was made (by a middleware outside, which sets them again on a
+// replay).
+func (h *Held) AddsTrailers() bool {
+	return addsTrailers(h.outerTrailers, h.SentHeader(), h.header)
+}
 
 // Send writes the held response to the wrapped writer as the handler would
 // have written it: SentHeader replaces the headers set on it, then come the

@@ -32,8 +32,10 @@ import (
 //     memory released, and Overflowed reports true.
 //   - A flushed or hijacked response is reported as such, and so is a body
 //     write that failed or was short; together with an overflow, and
-//     trailers (which are sent after the body and not recorded), these make
-//     a response not replayable.
+//     trailers the handler adds (they are sent after the body and not
+//     recorded), these make a response not replayable. Trailers already set
+//     on the wrapped writer when the Recorder was made belong to whoever
+//     set them, outside, and do not count.
 //
 // Unwrap returns the wrapped writer, so http.NewResponseController on a
 // Recorder reaches the real writer's extras, such as SetWriteDeadline.
@@ -52,6 +54,8 @@ type Recorder struct {
 	hijacked   bool
 	cutShort   bool // a body write failed or was short
 	head       bool // the response to a HEAD request: no body reaches the client
+
+	outerTrailers []string // trailers set on w before the handler ran
 }
 
 // NewRecorder returns a Recorder that passes everything through to w and
@@ -67,7 +71,8 @@ func NewRecorder(w http.ResponseWriter, limit int) *Recorder {
 // Reset makes r a new Recorder for w, as NewRecorder(w, limit) returns, so
 // that a Recorder can live inside a larger per-request struct.
 func (r *Recorder) Reset(w http.ResponseWriter, limit int) {
-	*r = Recorder{w: w, limit: max(limit, 0)}
+	h := w.Header()
+	*r = Recorder{w: w, limit: max(limit, 0), outerTrailers: trailerNames(h, h)}
 }
 
 // Header returns the wrapped writer's header map.
@@ -227,9 +232,14 @@ func (r *Recorder) FlushError() error {
 
 // canFlush reports whether http.ResponseController can flush w: w, or a
 // writer its Unwrap chain reaches first, has a FlushError or Flush method.
+// A Recorder (the middleware applied twice) can flush if the writer it
+// wraps can. Another writer whose Flush method cannot flush what is under
+// it is not detected.
 func canFlush(w http.ResponseWriter) bool {
 	for {
 		switch t := w.(type) {
+		case *Recorder:
+			w = t.w
 		case interface{ FlushError() error }, http.Flusher:
 			return true
 		case interface{ Unwrap() http.ResponseWriter }:
@@ -314,13 +324,14 @@ func (r *Recorder) CutShort() bool {
 
 // Replayable reports whether the recorded status, header snapshot and body
 // are the complete response the handler wrote and the client was sent: it
-// was not flushed, hijacked, larger than the limit or cut short, and had no
-// trailers. Call it once the handler has returned: trailers may be set
-// until then.
+// was not flushed, hijacked, larger than the limit or cut short, and the
+// handler added no trailers. Call it once the handler has returned:
+// trailers may be set until then.
 func (r *Recorder) Replayable() bool {
 	sent := r.header
 	if r.status == 0 {
 		sent = r.Header() // nothing written: net/http sends the map as it is
 	}
-	return !r.overflowed && !r.flushed && !r.hijacked && !r.cutShort && !hasTrailers(sent, r.Header())
+	return !r.overflowed && !r.flushed && !r.hijacked && !r.cutShort &&
+		!addsTrailers(r.outerTrailers, sent, r.Header())
 }

@@ -398,6 +398,19 @@ func TestRecorderWithoutExtras(t *testing.T) {
 	assert.True(t, rec.Replayable())
 }
 
+// TestNestedRecorderFlushThatCannotHappen: a Recorder around a Recorder
+// (the middleware applied twice) over a writer that cannot flush has a
+// Flush method to call, but no flush happens, so no status is implied.
+func TestNestedRecorderFlushThatCannotHappen(t *testing.T) {
+	w := &plainWriter{h: http.Header{}}
+	inner := NewRecorder(NewRecorder(w, 100), 100)
+	assert.ErrorIs(t, inner.FlushError(), http.ErrNotSupported)
+	assert.Zero(t, inner.Status())
+	assert.Zero(t, w.status)
+	inner.WriteHeader(http.StatusBadGateway)
+	assert.Equal(t, http.StatusBadGateway, w.status)
+}
+
 func TestRecorderHijack(t *testing.T) {
 	t.Run("server", func(t *testing.T) {
 		const raw = "HTTP/1.1 299 Raw\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
