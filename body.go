@@ -20,6 +20,9 @@ func (b *bufferedBody) Close() error { return nil }
 
 func (b *bufferedBody) contents() []byte { return b.data }
 
+// rewind makes the next read start again at the first byte.
+func (b *bufferedBody) rewind() { b.Reset(b.data) }
+
 // read reads r's whole body into b, at most limit bytes. A longer body, by
 // its Content-Length or by what arrives, is errBodyTooLarge; so is a body
 // that an http.MaxBytesReader around it (an outer, smaller limit) cut off.
@@ -34,7 +37,7 @@ func (b *bufferedBody) read(r *http.Request, limit int64) error {
 		}
 		b.data = data
 	}
-	b.Reset(b.data)
+	b.rewind()
 	return nil
 }
 

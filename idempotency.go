@@ -109,7 +109,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, problemBodyUnreadable)
 		return
 	}
-	r.Body = &c.body
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &c.body
+	}
 	fingerprintBody := c.body.contents()
 	if m.canonicalJSON {
 		fingerprintBody = canonicalJSON(r, fingerprintBody)
@@ -120,6 +122,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.key = storageKey(scope, r.Method, m.route(r), clientKey)
 	c.fingerprint = m.fingerprint(r, fingerprintBody)
+	c.body.rewind() // the scope, route or fingerprint function may have read r.Body
 	m.claim(w, r, c)
 }
 
