@@ -1,7 +1,9 @@
 package idempotency_test
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -109,6 +111,40 @@ func TestSameKeyOnTwoRoutesDoesNotCollide(t *testing.T) {
 	mw := idempotency.New()(h)
 	require.Empty(t, serve(mw, http.MethodPost, "/payments", "k", "{}").Header.Get("Idempotent-Replayed"))
 	require.Empty(t, serve(mw, http.MethodPost, "/emails", "k", "{}").Header.Get("Idempotent-Replayed"))
+	require.EqualValues(t, 2, h.runs.Load())
+}
+
+// TestSameKeyOnTwoMountsDoesNotCollide: one middleware under two
+// http.StripPrefix mounts sees the same r.URL.Path on both; the default
+// route is the path the client sent, so the second mount's request runs
+// its own handler instead of getting the first's response.
+func TestSameKeyOnTwoMountsDoesNotCollide(t *testing.T) {
+	mw := idempotency.New()
+	mux := http.NewServeMux()
+	for _, version := range []string{"v1", "v2"} {
+		mux.Handle("/"+version+"/", http.StripPrefix("/"+version, mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, version+" payment")
+		}))))
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	require.Equal(t, "v1 payment", readAll(t, postTo(t, srv.URL+"/v1/payments", "k", "{}")))
+	require.Equal(t, "v2 payment", readAll(t, postTo(t, srv.URL+"/v2/payments", "k", "{}")))
+}
+
+// TestRouteOfARequestMadeInProcess: a request handed to the middleware
+// directly, without a request line (RequestURI), is routed by r.URL.Path.
+func TestRouteOfARequestMadeInProcess(t *testing.T) {
+	h := &paymentHandler{}
+	mw := idempotency.New()(h)
+	for _, path := range []string{"/payments", "/emails"} {
+		r, err := http.NewRequest(http.MethodPost, "http://example.com"+path, strings.NewReader("{}"))
+		require.NoError(t, err)
+		r.Header.Set("Idempotency-Key", "k")
+		w := httptest.NewRecorder()
+		mw.ServeHTTP(w, r)
+		require.Empty(t, w.Header().Get("Idempotent-Replayed"), path)
+	}
 	require.EqualValues(t, 2, h.runs.Load())
 }
 

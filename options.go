@@ -36,7 +36,7 @@ type config struct {
 func defaultConfig() *config {
 	return &config{
 		methods:          map[string]bool{http.MethodPost: true, http.MethodPatch: true},
-		route:            func(r *http.Request) string { return r.URL.Path },
+		route:            requestPath,
 		maxBodyBytes:     1 << 20,
 		maxResponseBytes: 1 << 20,
 		lease:            30 * time.Second,
@@ -106,8 +106,10 @@ func WithScope(scope func(*http.Request) string) Option {
 }
 
 // WithRoute sets the function that names the route a request is for. The
-// same client key on two routes never collides. Defaults to the request
-// path (r.URL.Path).
+// same client key on two routes never collides. Defaults to the path of
+// the request line as the client sent it (r.RequestURI without its query),
+// decoded, so that a handler under http.StripPrefix keeps its mounts apart;
+// r.URL.Path for a request made in the process, without a request line.
 func WithRoute(route func(*http.Request) string) Option {
 	if route == nil {
 		panic("idempotency: WithRoute expects a non-nil function")

@@ -1,0 +1,30 @@
+package idempotency
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// requestPath is the default route: the path of r as its client sent it
+// (r.RequestURI), decoded. A handler mounted under http.StripPrefix, which
+// rewrites r.URL.Path, thus keeps its mounts apart. A request made in the
+// process, without a RequestURI, or whose RequestURI is not a path (an
+// absolute URI sent to a proxy, or "*"), is named by r.URL.Path.
+//
+// Decoding makes two spellings of one path (/a%62 and /ab) one route, so a
+// retry whose path a gateway spelled differently still finds its record
+// (its fingerprint, over the path as sent, then tells them apart: 422, not
+// a second run); it also makes /a%2Fb and /a/b one route, which WithRoute
+// can tell apart.
+func requestPath(r *http.Request) string {
+	sent, _, _ := strings.Cut(r.RequestURI, "?")
+	if !strings.HasPrefix(sent, "/") {
+		return r.URL.Path
+	}
+	path, err := url.PathUnescape(sent)
+	if err != nil {
+		return r.URL.Path
+	}
+	return path
+}
