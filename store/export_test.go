@@ -7,3 +7,10 @@ func MemoryLen(m *Memory) int {
 	defer m.mu.Unlock()
 	return len(m.records)
 }
+
+// MemoryBytes reports the response bytes m counts against WithMaxBytes.
+func MemoryBytes(m *Memory) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bytes
+}

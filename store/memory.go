@@ -36,7 +36,12 @@ const never = time.Duration(math.MaxInt64)
 // when the store is full or has taken in half its size in new keys since the
 // last sweep. When the store is still full of live records, Claim on a new
 // key returns ErrFull; keys already present are claimed, renewed, completed
-// and released as usual. There is nothing to close.
+// and released as usual. There is nothing to close. A sweep visits every
+// record: while the store is not full that costs O(1) per new key,
+// amortised, but a store kept full (new keys arriving faster than records
+// expire) sweeps the whole map for each new key it lets in, as its records
+// expire one at a time; size WithMaxRecords and the retention so that it is
+// not full in normal running.
 //
 // The stored responses are bounded too, by WithMaxBytes. A response that
 // does not fit, even after a sweep, is not stored: its key is completed as
@@ -44,10 +49,15 @@ const never = time.Duration(math.MaxInt64)
 //
 // Complete keeps the response body it is given without copying it (the
 // caller hands it over; see Store.Complete) and encodes the header into one
-// byte slice: what a completed record points to holds no pointers, so the
-// garbage collector does not scan it. The first duplicate decodes the
+// byte slice: until a duplicate decodes it, what a completed record points
+// to holds no pointers, so the garbage collector does not scan it. The
+// first duplicate decodes the
 // header, and Claim returns that one decoded response to every duplicate,
-// which callers must treat as read-only (see Store.Claim). The context
+// which callers must treat as read-only (see Store.Claim). The decoded
+// response counts against WithMaxBytes too, by an estimate of its size;
+// when it does not fit, each duplicate gets one decoded for it alone. A
+// body that is part of a larger array keeps the whole array alive, though
+// only its capacity counts; the middleware's bodies never are. The context
 // arguments are not used: no operation waits for anything but the store's
 // mutex. A Memory is safe for concurrent use and must not be copied after
 // first use.
@@ -78,10 +88,10 @@ func WithMaxRecords(n int) MemoryOption {
 	return func(m *Memory) { m.max = n }
 }
 
-// WithMaxBytes caps the bytes of stored responses (bodies and headers) the
-// store holds. A response that would go over the cap is not stored, and its
-// key is completed as done but not replayable. Defaults to 256 MiB. It
-// panics if n is not positive.
+// WithMaxBytes caps the bytes of stored responses (bodies and headers, and
+// the decoded copies kept for replay) the store holds. A response that
+// would go over the cap is not stored, and its key is completed as done but
+// not replayable. Defaults to 256 MiB. It panics if n is not positive.
 func WithMaxBytes(n int) MemoryOption {
 	if n <= 0 {
 		panic("store: WithMaxBytes expects n > 0")
@@ -125,8 +135,11 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 			m.mu.Unlock()
 			return r.owned(now), true, nil
 		}
-		if r.decode() {
+		if r.decode() && m.bytes+r.decoded <= m.maxBytes {
+			// Kept for every later duplicate, and counted; a store at
+			// its byte cap decodes for each duplicate instead.
 			m.records[key] = r
+			m.bytes += r.decoded
 		}
 		m.mu.Unlock()
 		return r.view(now), false, nil
@@ -222,7 +235,8 @@ func (m *Memory) noteExpiry(t time.Duration) { m.nextExp = min(m.nextExp, t) }
 // makeRoom is called before a new key is inserted. It sweeps when a record
 // may have expired and the store is either full or has taken in half its
 // size in new keys since the last sweep, so a sweep costs O(1) per insert
-// amortised. It reports whether there is room for one more record.
+// amortised, except in a full store (see Memory). It reports whether there
+// is room for one more record.
 func (m *Memory) makeRoom(now time.Duration) bool {
 	m.inserts++
 	n := len(m.records)

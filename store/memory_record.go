@@ -19,11 +19,12 @@ type memRecord struct {
 	body        []byte    // the response body, as Complete was given it
 	header      []byte    // header fields, each as in appendField
 	resp        *Response // body and header decoded by the first replay, then shared
+	decoded     int       // the estimated size of resp beyond body
 }
 
-// size is the number of response bytes r holds: its body's whole capacity
-// and its encoded header.
-func (r *memRecord) size() int { return cap(r.body) + len(r.header) }
+// size is the number of response bytes r holds: its body's whole capacity,
+// its encoded header, and the estimated size of its decoded response.
+func (r *memRecord) size() int { return cap(r.body) + len(r.header) + r.decoded }
 
 // heldBy reports whether owner holds r: r is in flight under owner's token
 // and fencing number. An empty token holds nothing.
@@ -59,16 +60,32 @@ func (r *memRecord) view(now time.Duration) Record {
 // replay to share: a hot key's replays then cost no copy at all. Its body
 // is r.body itself, and the body and every header value slice are capped,
 // so an append by a caller copies instead of writing into the store's
-// memory. It reports whether it changed r (a completed record not decoded
-// before).
+// memory. It sets r.decoded to an estimate of the memory the decoded
+// response adds, and reports whether it changed r (a completed record not
+// decoded before).
 func (r *memRecord) decode() bool {
 	if r.state != StateCompleted || r.resp != nil {
 		return false
 	}
 	body := r.body[:len(r.body):len(r.body)]
-	r.resp = &Response{Status: r.status, Header: decodeHeader(r.header), Body: body}
+	header := decodeHeader(r.header)
+	r.resp = &Response{Status: r.status, Header: header, Body: body}
+	values := 0
+	for _, v := range header {
+		values += len(v)
+	}
+	r.decoded = decodedBase + len(r.header) + len(header)*decodedPerName + values*decodedPerValue
 	return true
 }
+
+// The estimated memory of a decoded response beyond its body: the Response
+// and the header map, each name's map entry, each value's string header,
+// and one copy of the encoded header (which all names and values share).
+const (
+	decodedBase     = 128
+	decodedPerName  = 48
+	decodedPerValue = 16
+)
 
 // storedResponse returns a completed record holding resp's body, as it
 // is, and its header encoded in one allocation, every field as in

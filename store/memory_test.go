@@ -265,6 +265,42 @@ func TestMemoryKeepsBodyWithItsCapacity(t *testing.T) {
 	require.Same(t, &body[0], &again.Response.Body[0], "the body was kept, not copied")
 }
 
+// TestMemoryCountsDecodedResponses: the decoded response the store keeps
+// for every duplicate counts against WithMaxBytes, and is freed with its
+// record; a store with no room left for it decodes for each duplicate
+// instead of keeping one.
+func TestMemoryCountsDecodedResponses(t *testing.T) {
+	t.Parallel()
+	header := http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/1"}, "Link": {"</a>", "</b>"}}
+	completeWithHeader := func(m *store.Memory, key string, retention time.Duration) {
+		t.Helper()
+		owner := mustClaim(t, m, key, lease)
+		resp := &store.Response{Status: 201, Header: header.Clone(), Body: make([]byte, 100)}
+		require.NoError(t, m.Complete(t.Context(), key, owner, resp, retention))
+	}
+
+	roomy := store.NewMemory(store.WithMaxBytes(10_000))
+	completeWithHeader(roomy, "k", short)
+	stored := store.MemoryBytes(roomy)
+	first, _ := claim(t, roomy, "k", lease)
+	withDecoded := store.MemoryBytes(roomy)
+	require.Greater(t, withDecoded, stored+len("application/json/payments/1</a></b>"), "the decoded copy is counted")
+	second, _ := claim(t, roomy, "k", lease)
+	require.Same(t, first.Response, second.Response, "one decoded response, shared")
+	require.Equal(t, withDecoded, store.MemoryBytes(roomy))
+	time.Sleep(pastShort)
+	mustClaim(t, roomy, "k", lease) // takes over the expired record
+	require.Zero(t, store.MemoryBytes(roomy), "the record's bytes, decoded copy included, are freed")
+
+	full := store.NewMemory(store.WithMaxBytes(stored))
+	completeWithHeader(full, "k", retention)
+	first, _ = claim(t, full, "k", lease)
+	second, _ = claim(t, full, "k", lease)
+	require.NotSame(t, first.Response, second.Response, "no room to keep a decoded copy")
+	require.Equal(t, first.Response, second.Response)
+	require.Equal(t, stored, store.MemoryBytes(full))
+}
+
 func TestWithMaxBytesPanicsOnBadInput(t *testing.T) {
 	t.Parallel()
 	require.PanicsWithValue(t, "store: WithMaxBytes expects n > 0", func() { store.WithMaxBytes(0) })
