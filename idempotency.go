@@ -109,8 +109,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, problemBodyUnreadable)
 		return
 	}
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &c.body
+	if r.Body != http.NoBody {
+		r.Body = &c.body // a nil body (a request made in the process) reads as empty
 	}
 	fingerprintBody := c.body.contents()
 	if m.canonicalJSON {

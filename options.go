@@ -107,9 +107,10 @@ func WithScope(scope func(*http.Request) string) Option {
 
 // WithRoute sets the function that names the route a request is for. The
 // same client key on two routes never collides. Defaults to the path of
-// the request line as the client sent it (r.RequestURI without its query),
-// decoded, so that a handler under http.StripPrefix keeps its mounts apart;
-// r.URL.Path for a request made in the process, without a request line.
+// the request line as the client sent it (r.RequestURI without its query,
+// whether as /path or, through a proxy, as http://host/path), decoded, so
+// that a handler under http.StripPrefix keeps its mounts apart; r.URL.Path
+// for a request made in the process, without a request line.
 func WithRoute(route func(*http.Request) string) Option {
 	if route == nil {
 		panic("idempotency: WithRoute expects a non-nil function")

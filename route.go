@@ -7,10 +7,11 @@ import (
 )
 
 // requestPath is the default route: the path of r as its client sent it
-// (r.RequestURI), decoded. A handler mounted under http.StripPrefix, which
-// rewrites r.URL.Path, thus keeps its mounts apart. A request made in the
-// process, without a RequestURI, or whose RequestURI is not a path (an
-// absolute URI sent to a proxy, or "*"), is named by r.URL.Path.
+// (r.RequestURI, in origin form or absolute form: http://host/path, as a
+// client sends it to a proxy), decoded. A handler mounted under
+// http.StripPrefix, which rewrites r.URL.Path, thus keeps its mounts apart.
+// A request made in the process, without a RequestURI, or whose RequestURI
+// holds no path ("*", or an authority alone), is named by r.URL.Path.
 //
 // Decoding makes two spellings of one path (/a%62 and /ab) one route, so a
 // retry whose path a gateway spelled differently still finds its record
@@ -19,6 +20,13 @@ import (
 // can tell apart.
 func requestPath(r *http.Request) string {
 	sent, _, _ := strings.Cut(r.RequestURI, "?")
+	if scheme, rest, ok := strings.Cut(sent, "://"); ok && !strings.Contains(scheme, "/") {
+		_, path, hasPath := strings.Cut(rest, "/")
+		sent = "/" + path
+		if !hasPath {
+			sent = "/"
+		}
+	}
 	if !strings.HasPrefix(sent, "/") {
 		return r.URL.Path
 	}
