@@ -70,22 +70,32 @@ func (r *memRecord) decode() bool {
 	body := r.body[:len(r.body):len(r.body)]
 	header := decodeHeader(r.header)
 	r.resp = &Response{Status: r.status, Header: header, Body: body}
+	r.decoded = decodedSize(header, len(r.header))
+	return true
+}
+
+// decodedSize estimates, from above, the memory a decoded header adds to
+// its response's body: the Response and the map's header, the map's slots
+// (one group of eight for up to eight names, about twice the names
+// otherwise), a string header per value, and the one copy of the encoded
+// header, of encLen bytes, that every name and value points into.
+func decodedSize(header http.Header, encLen int) int {
+	const (
+		base      = 192 // the Response and the map's header, rounded up to allocation sizes
+		smallMap  = 336 // one group: eight slots of a string and a slice, and their control word
+		slotBytes = 40  // a string and a slice
+		valueSize = 16  // a string header in the values array
+	)
 	values := 0
 	for _, v := range header {
 		values += len(v)
 	}
-	r.decoded = decodedBase + len(r.header) + len(header)*decodedPerName + values*decodedPerValue
-	return true
+	slots := smallMap
+	if len(header) > 8 {
+		slots = 2 * len(header) * slotBytes
+	}
+	return base + slots + values*valueSize + encLen
 }
-
-// The estimated memory of a decoded response beyond its body: the Response
-// and the header map, each name's map entry, each value's string header,
-// and one copy of the encoded header (which all names and values share).
-const (
-	decodedBase     = 128
-	decodedPerName  = 48
-	decodedPerValue = 16
-)
 
 // storedResponse returns a completed record holding resp's body, as it
 // is, and its header encoded in one allocation, every field as in

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"runtime"
 	"testing"
 	"time"
 
@@ -358,4 +359,49 @@ func BenchmarkMemory(b *testing.B) {
 			}
 		}
 	})
+}
+
+// heapInUse returns the bytes of live heap objects after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// TestMemoryDecodedEstimateCoversTheHeap: what the store counts for the
+// decoded copies it keeps is at least what they hold on the heap, for one
+// header name, a few, and many. The test is not parallel, so nothing else
+// allocates while it measures.
+func TestMemoryDecodedEstimateCoversTheHeap(t *testing.T) {
+	many := http.Header{}
+	for i := range 12 {
+		many.Set(fmt.Sprintf("X-Header-%02d", i), "value")
+	}
+	for name, header := range map[string]http.Header{
+		"one":  {"Content-Type": {"application/json"}},
+		"few":  {"Content-Type": {"application/json"}, "Location": {"/payments/1"}, "Link": {"</a>", "</b>"}},
+		"many": many,
+	} {
+		t.Run(name, func(t *testing.T) {
+			const n = 5000
+			m := store.NewMemory(store.WithMaxRecords(n), store.WithMaxBytes(math.MaxInt))
+			for i := range n {
+				key := fmt.Sprint("k", i)
+				owner := mustClaim(t, m, key, lease)
+				resp := &store.Response{Status: 201, Header: header.Clone(), Body: make([]byte, 64)}
+				require.NoError(t, m.Complete(t.Context(), key, owner, resp, retention))
+			}
+			countedBefore, heapBefore := store.MemoryBytes(m), heapInUse()
+			for i := range n {
+				claim(t, m, fmt.Sprint("k", i), lease) // the first duplicate: decoded and kept
+			}
+			counted := store.MemoryBytes(m) - countedBefore
+			held := int(heapInUse() - heapBefore)
+			runtime.KeepAlive(m)
+			t.Logf("per record: %d bytes held, %d counted", held/n, counted/n)
+			require.LessOrEqual(t, held, counted)
+		})
+	}
 }
