@@ -47,17 +47,16 @@ const never = time.Duration(math.MaxInt64)
 // does not fit, even after a sweep, is not stored: its key is completed as
 // done but not replayable, so that its request never runs twice.
 //
-// Complete keeps the response body it is given without copying it (the
-// caller hands it over; see Store.Complete) and encodes the header into one
-// byte slice: until a duplicate decodes it, what a completed record points
-// to holds no pointers, so the garbage collector does not scan it. The
-// first duplicate decodes the
-// header, and Claim returns that one decoded response to every duplicate,
-// which callers must treat as read-only (see Store.Claim). The decoded
-// response counts against WithMaxBytes too, by an estimate of its size;
-// when it does not fit, each duplicate gets one decoded for it alone. A
-// body that is part of a larger array keeps the whole array alive, though
-// only its capacity counts; the middleware's bodies never are. The context
+// Complete keeps the response body it is given without copying it (the caller
+// hands it over; see Store.Complete) and encodes the header into one byte
+// slice: until a duplicate decodes it, what a completed record points to holds
+// no pointers, so the garbage collector does not scan it. The first duplicate
+// decodes the header, and Claim returns that one decoded response to every
+// duplicate, which callers must treat as read-only (see Store.Claim). The
+// decoded response counts against WithMaxBytes too, by an estimate of its
+// size; when it does not fit, each duplicate gets one decoded for it alone. A
+// body that is part of a larger array keeps the whole array alive, though only
+// its capacity counts; the middleware's bodies never are. The context
 // arguments are not used: no operation waits for anything but the store's
 // mutex. A Memory is safe for concurrent use and must not be copied after
 // first use.
