@@ -51,6 +51,19 @@ func TestWithMethods(t *testing.T) {
 	require.EqualValues(t, 3, h.runs.Load(), "PUT runs once, POST is no longer protected")
 }
 
+// TestWithMethodsRefusesAStandardMethodInAnotherCase: methods are
+// case-sensitive, so "post" would protect nothing: WithMethods panics,
+// naming the spelling to use; an empty method panics too, while a custom
+// method in any case is accepted.
+func TestWithMethodsRefusesAStandardMethodInAnotherCase(t *testing.T) {
+	require.PanicsWithValue(t,
+		`idempotency: WithMethods: methods are case-sensitive; "post" would protect nothing, use "POST"`,
+		func() { idempotency.WithMethods(http.MethodPut, "post") })
+	require.PanicsWithValue(t, "idempotency: WithMethods expects non-empty methods",
+		func() { idempotency.WithMethods("") })
+	require.NotPanics(t, func() { idempotency.WithMethods("PURGE", "report") })
+}
+
 func TestBareAndQuotedKeysAreTheSameKey(t *testing.T) {
 	h := &paymentHandler{}
 	mw := idempotency.New()(h)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/seed43327c4c/idempotency/store"
@@ -74,10 +75,20 @@ func WithStore(s store.Store) Option {
 }
 
 // WithMethods sets the HTTP methods the middleware protects; requests with
-// any other method pass through untouched. Defaults to POST and PATCH.
+// any other method pass through untouched. Methods are case-sensitive, as
+// in HTTP: a standard method spelled in another case ("post") would protect
+// nothing, so it panics, as does an empty one. Defaults to POST and PATCH.
 func WithMethods(methods ...string) Option {
 	if len(methods) == 0 {
 		panic("idempotency: WithMethods expects at least one method")
+	}
+	for _, m := range methods {
+		switch upper := strings.ToUpper(m); {
+		case m == "":
+			panic("idempotency: WithMethods expects non-empty methods")
+		case upper != m && standardMethods[upper]:
+			panic(fmt.Sprintf("idempotency: WithMethods: methods are case-sensitive; %q would protect nothing, use %q", m, upper))
+		}
 	}
 	return func(c *config) {
 		c.methods = make(map[string]bool, len(methods))
@@ -85,6 +96,14 @@ func WithMethods(methods ...string) Option {
 			c.methods[m] = true
 		}
 	}
+}
+
+// standardMethods are the methods of RFC 9110, in the only case clients
+// send them.
+var standardMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodConnect: true,
+	http.MethodOptions: true, http.MethodTrace: true,
 }
 
 // WithKeyRequired makes the Idempotency-Key header mandatory on protected
