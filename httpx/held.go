@@ -8,9 +8,9 @@ import (
 )
 
 // Held is an http.ResponseWriter that holds back the whole response (status,
-// headers and body) until Send writes it to the client, or Discard throws it
-// away. The middleware uses it when the response may be sent only after the
-// handler's work has been committed.
+// headers and body) until Send writes it to the client; one never sent is
+// simply dropped. The middleware uses it when the response may be sent only
+// after the handler's work has been committed.
 //
 // The handler starts from a copy of the headers already set on the wrapped
 // writer. As with net/http's own writer, the headers sent (and stored) are

@@ -76,25 +76,32 @@ func (r *memRecord) decode() bool {
 
 // decodedSize estimates, from above, the memory a decoded header adds to
 // its response's body: the Response and the map's header, the map's slots
-// (one group of eight for up to eight names, about twice the names
-// otherwise), a string header per value, and the one copy of the encoded
-// header, of encLen bytes, that every name and value points into.
+// (one group of eight for up to eight names; beyond that, groups for a
+// power of two of slots at least eight sevenths of the names, and the
+// table that holds them), a string header per value, and the one copy of
+// the encoded header, of encLen bytes, that every name and value points
+// into; plus an eighth, which the allocator's size classes may add.
 func decodedSize(header http.Header, encLen int) int {
 	const (
-		base      = 192 // the Response and the map's header, rounded up to allocation sizes
-		smallMap  = 336 // one group: eight slots of a string and a slice, and their control word
-		slotBytes = 40  // a string and a slice
-		valueSize = 16  // a string header in the values array
+		base       = 192 // the Response and the map's header, rounded up to allocation sizes
+		groupBytes = 328 // eight slots of a string and a slice, and their control word
+		tableBytes = 96  // the table and directory of a map of more than one group
+		valueSize  = 16  // a string header in the values array
 	)
 	values := 0
 	for _, v := range header {
 		values += len(v)
 	}
-	slots := smallMap
-	if len(header) > 8 {
-		slots = 2 * len(header) * slotBytes
+	slots := groupBytes + 8 // one group, rounded up to its allocation size
+	if n := len(header); n > 8 {
+		capacity := 8
+		for capacity*7 < n*8 {
+			capacity *= 2
+		}
+		slots = capacity/8*groupBytes + tableBytes
 	}
-	return base + slots + values*valueSize + encLen
+	exact := base + slots + values*valueSize + encLen
+	return exact + exact/8 // allocation size classes round up by as much
 }
 
 // storedResponse returns a completed record holding resp's body, as it

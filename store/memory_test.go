@@ -372,20 +372,23 @@ func heapInUse() uint64 {
 
 // TestMemoryDecodedEstimateCoversTheHeap: what the store counts for the
 // decoded copies it keeps is at least what they hold on the heap, for one
-// header name, a few, and many. The test is not parallel, so nothing else
-// allocates while it measures.
+// header name up to sixty, around the sizes where a map grows. The test is
+// not parallel, so nothing else allocates while it measures.
 func TestMemoryDecodedEstimateCoversTheHeap(t *testing.T) {
-	many := http.Header{}
-	for i := range 12 {
-		many.Set(fmt.Sprintf("X-Header-%02d", i), "value")
+	headers := map[string]http.Header{
+		"1": {"Content-Type": {"application/json"}},
+		"3": {"Content-Type": {"application/json"}, "Location": {"/payments/1"}, "Link": {"</a>", "</b>"}},
 	}
-	for name, header := range map[string]http.Header{
-		"one":  {"Content-Type": {"application/json"}},
-		"few":  {"Content-Type": {"application/json"}, "Location": {"/payments/1"}, "Link": {"</a>", "</b>"}},
-		"many": many,
-	} {
-		t.Run(name, func(t *testing.T) {
-			const n = 5000
+	for _, names := range []int{8, 9, 12, 15, 16, 29, 57, 60} {
+		many := http.Header{}
+		for i := range names {
+			many.Set(fmt.Sprintf("X-Header-%02d", i), "value")
+		}
+		headers[fmt.Sprint(names)] = many
+	}
+	for name, header := range headers {
+		t.Run(name+" names", func(t *testing.T) {
+			const n = 3000
 			m := store.NewMemory(store.WithMaxRecords(n), store.WithMaxBytes(math.MaxInt))
 			for i := range n {
 				key := fmt.Sprint("k", i)

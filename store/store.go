@@ -80,7 +80,8 @@ const (
 	// for replay.
 	StateCompleted
 	// StateUnreplayable means the request finished but its response could
-	// not be stored (too large, flushed, or hijacked).
+	// not be stored: too large, flushed, hijacked, cut short, with trailers
+	// the handler added, or over a memory store's byte cap.
 	StateUnreplayable
 )
 

@@ -21,7 +21,8 @@
 // advisory lock, without waiting, so that no claim ever waits for a
 // transaction holding the key; every process using the table must run a
 // version of this package that does. The dead-connection retry never runs
-// a statement inside a transaction again.
+// a statement of a claim's transaction again (the sweeper's transaction,
+// which holds its DELETE alone, is run again whole).
 //
 // The store never creates its table on its own: call Migrate once at
 // start-up (every worker may call it at once), or apply schema.sql by hand.
