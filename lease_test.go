@@ -42,50 +42,61 @@ func TestLeaseIsRenewedWhileTheHandlerRuns(t *testing.T) {
 	}
 }
 
+// TestExpiredLeaseIsTakenOverAndTheOldOwnerIsRefused: a worker cut off
+// from the store loses its lease and another takes the key over; when the
+// first finishes, its complete (201) or release (500) is refused by the
+// store and reported to its error handler, and the new owner's response
+// stands.
 func TestExpiredLeaseIsTakenOverAndTheOldOwnerIsRefused(t *testing.T) {
-	const lease = 100 * time.Millisecond
-	shared := store.NewMemory()
+	for status, refused := range map[int]string{http.StatusCreated: "complete", http.StatusInternalServerError: "release"} {
+		t.Run(refused, func(t *testing.T) {
+			const lease = 100 * time.Millisecond
+			shared := store.NewMemory()
 
-	// Worker A claims the key, then loses the store (a partition, or a
-	// frozen process): it can no longer renew, and its lease lapses.
-	cutOff := &flakyStore{Store: shared}
-	frozen, unfreeze := make(chan struct{}), make(chan struct{})
-	aErrs := &errorLog{}
-	workerA := idempotency.New(idempotency.WithStore(cutOff), idempotency.WithLease(lease), aErrs.option())(
-		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			cutOff.down.Store(true)
-			close(frozen)
-			<-unfreeze
-			cutOff.down.Store(false)
-			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte("from A"))
-		}))
-	aDone := make(chan struct{})
-	go func() {
-		defer close(aDone)
-		post(workerA, "k", "{}")
-	}()
+			// Worker A claims the key, then loses the store (a partition, or a
+			// frozen process): it can no longer renew, and its lease lapses.
+			cutOff := &flakyStore{Store: shared}
+			frozen, unfreeze := make(chan struct{}), make(chan struct{})
+			aErrs := &errorLog{}
+			workerA := idempotency.New(idempotency.WithStore(cutOff), idempotency.WithLease(lease), aErrs.option())(
+				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					cutOff.down.Store(true)
+					close(frozen)
+					<-unfreeze
+					cutOff.down.Store(false)
+					w.WriteHeader(status)
+					_, _ = w.Write([]byte("from A"))
+				}))
+			aDone := make(chan struct{})
+			go func() {
+				defer close(aDone)
+				post(workerA, "k", "{}")
+			}()
 
-	<-frozen
+			<-frozen
 
-	// Worker B gets the retry; once A's lease lapses it takes the key over.
-	bRuns := &paymentHandler{}
-	workerB := idempotency.New(idempotency.WithStore(shared), idempotency.WithLease(lease))(bRuns)
-	require.Eventually(t, func() bool {
-		return post(workerB, "k", "{}").StatusCode == http.StatusCreated
-	}, 2*time.Second, 10*time.Millisecond)
-	require.EqualValues(t, 1, bRuns.runs.Load())
+			// Worker B gets the retry; once A's lease lapses it takes the key over.
+			bRuns := &paymentHandler{}
+			workerB := idempotency.New(idempotency.WithStore(shared), idempotency.WithLease(lease))(bRuns)
+			require.Eventually(t, func() bool {
+				return post(workerB, "k", "{}").StatusCode == http.StatusCreated
+			}, 2*time.Second, 10*time.Millisecond)
+			require.EqualValues(t, 1, bRuns.runs.Load())
 
-	// A wakes up and finishes: its complete is refused by the store.
-	close(unfreeze)
-	<-aDone
-	require.NotEmpty(t, aErrs.all())
-	require.ErrorIs(t, aErrs.all()[len(aErrs.all())-1], store.ErrNotOwner)
+			// A wakes up and finishes: the store refuses its outcome.
+			close(unfreeze)
+			<-aDone
+			require.NotEmpty(t, aErrs.all())
+			last := aErrs.all()[len(aErrs.all())-1]
+			require.ErrorIs(t, last, store.ErrNotOwner)
+			require.ErrorContains(t, last, "idempotency: "+refused)
 
-	dup := post(workerB, "k", "{}")
-	require.Equal(t, "true", dup.Header.Get("Idempotent-Replayed"))
-	require.Equal(t, "{}", readAll(t, dup), "B's response, not A's")
-	require.EqualValues(t, 1, bRuns.runs.Load())
+			dup := post(workerB, "k", "{}")
+			require.Equal(t, "true", dup.Header.Get("Idempotent-Replayed"))
+			require.Equal(t, "{}", readAll(t, dup), "B's response, not A's")
+			require.EqualValues(t, 1, bRuns.runs.Load())
+		})
+	}
 }
 
 // renewFailer fails the first renewals it is asked for, as a store that

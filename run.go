@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -111,10 +110,12 @@ func (m *middleware) complete(r *http.Request, key string, owner store.Lease, re
 	}
 }
 
-// release frees the claim, if still ours, so a retry may run.
+// release frees the claim, if still ours, so a retry may run. A release
+// the store refuses with store.ErrNotOwner (the lease was lost, and the key
+// perhaps taken over, while the handler ran) is reported, as a refused
+// complete is: the handler may have run beside another.
 func (m *middleware) release(r *http.Request, key string, owner store.Lease) {
-	err := m.store.Release(detached(r), key, owner)
-	if err != nil && !errors.Is(err, store.ErrNotOwner) {
+	if err := m.store.Release(detached(r), key, owner); err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: release: %w", err))
 	}
 }
