@@ -99,22 +99,13 @@ func TestDeadlineWhileWaiting(t *testing.T) {
 	<-done
 }
 
-// stallingStore never answers a claim before the request's context ends,
-// as a store that has stopped responding.
-type stallingStore struct{ store.Store }
-
-func (s stallingStore) Claim(ctx context.Context, _, _, _ string, _ time.Duration) (store.Record, bool, error) {
-	<-ctx.Done()
-	return store.Record{}, false, ctx.Err()
-}
-
 // TestDeadlineDuringClaim: a claim cut off by the request's deadline is a
 // store failure worth logging, and the client gets 503
 // request-interrupted; even with fail-open the handler does not run.
 func TestDeadlineDuringClaim(t *testing.T) {
 	errs := &errorLog{}
 	h := &paymentHandler{}
-	mw := idempotency.New(idempotency.WithStore(stallingStore{store.NewMemory()}), idempotency.WithFailOpen(), errs.option())(h)
+	mw := idempotency.New(idempotency.WithStore(&claimFailingStore{Store: store.NewMemory(), fail: stall}), idempotency.WithFailOpen(), errs.option())(h)
 	srv := httptest.NewServer(withDeadline(50*time.Millisecond, mw))
 	defer srv.Close()
 	resp := postTo(t, srv.URL, "k", "{}")

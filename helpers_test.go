@@ -123,6 +123,30 @@ func (s *flakyStore) Release(ctx context.Context, key string, owner store.Lease)
 	return s.Store.Release(ctx, key, owner)
 }
 
+// claimFailingStore answers its first claims (answered of them) as its
+// store does and fails every later one with fail: the polls of a request
+// waiting on a key, say, or with answered 0, every claim.
+type claimFailingStore struct {
+	store.Store
+	claims   atomic.Int64
+	answered int64
+	fail     func(ctx context.Context) error
+}
+
+func (s *claimFailingStore) Claim(ctx context.Context, key, fp, token string, lease time.Duration) (store.Record, bool, error) {
+	if s.claims.Add(1) > s.answered {
+		return store.Record{}, false, s.fail(ctx)
+	}
+	return s.Store.Claim(ctx, key, fp, token, lease)
+}
+
+// stall answers only when its caller gives up, as a store that has stopped
+// responding does.
+func stall(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
 // errorLog collects what the middleware reports to its error handler.
 type errorLog struct {
 	mu   sync.Mutex

@@ -170,11 +170,18 @@ func TestTxHoldsTheResponseUntilCommitted(t *testing.T) {
 	require.Equal(t, "/payments/1", client.Header().Get("Location"))
 }
 
+// txServer serves h behind the middleware on a transactional store of its
+// own, until the test ends.
+func txServer(t *testing.T, h http.Handler) *httptest.Server {
+	srv := httptest.NewServer(idempotency.New(idempotency.WithStore(&txMemory{Memory: store.NewMemory()}))(h))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // TestTxSendsTheHeadersSetBeforeTheStatus: as with net/http's own writer,
 // headers changed after WriteHeader are neither sent nor stored in the
 // transactional mode either, Set-Cookie included.
 func TestTxSendsTheHeadersSetBeforeTheStatus(t *testing.T) {
-	s := &txMemory{Memory: store.NewMemory()}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/payments/1")
 		w.WriteHeader(http.StatusCreated)
@@ -182,8 +189,7 @@ func TestTxSendsTheHeadersSetBeforeTheStatus(t *testing.T) {
 		w.Header().Set("Set-Cookie", "late=1")
 		w.Header().Set("Location", "/payments/late")
 	})
-	srv := httptest.NewServer(idempotency.New(idempotency.WithStore(s))(h))
-	defer srv.Close()
+	srv := txServer(t, h)
 	for i := range 2 {
 		resp := postTo(t, srv.URL, "k", "{}")
 		require.Equal(t, http.StatusCreated, resp.StatusCode, "response %d", i)
@@ -197,15 +203,13 @@ func TestTxSendsTheHeadersSetBeforeTheStatus(t *testing.T) {
 // reaches the client as a trailer, not as a header, and the response, like
 // any with trailers, is not replayable.
 func TestTxTrailersAreSentAfterTheBody(t *testing.T) {
-	s := &txMemory{Memory: store.NewMemory()}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Trailer", "X-Checksum")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte("paid"))
 		w.Header().Set("X-Checksum", "abc123")
 	})
-	srv := httptest.NewServer(idempotency.New(idempotency.WithStore(s))(h))
-	defer srv.Close()
+	srv := txServer(t, h)
 	first := postTo(t, srv.URL, "k", "{}")
 	require.Equal(t, http.StatusCreated, first.StatusCode)
 	require.Empty(t, first.Header.Values("X-Checksum"), "sent as a header")
@@ -215,14 +219,12 @@ func TestTxTrailersAreSentAfterTheBody(t *testing.T) {
 }
 
 func TestTxFlushedResponseStaysReplayable(t *testing.T) {
-	s := &txMemory{Memory: store.NewMemory()}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("part one,"))
 		w.(http.Flusher).Flush()
 		_, _ = w.Write([]byte("part two"))
 	})
-	srv := httptest.NewServer(idempotency.New(idempotency.WithStore(s))(h))
-	defer srv.Close()
+	srv := txServer(t, h)
 	require.Equal(t, "part one,part two", readAll(t, postTo(t, srv.URL, "k", "{}")))
 	dup := postTo(t, srv.URL, "k", "{}")
 	require.Equal(t, "true", dup.Header.Get("Idempotent-Replayed"), "a flush inside a transaction is held, so it stays replayable")
