@@ -168,12 +168,7 @@ func TestClaimRaceUnderStricterIsolation(t *testing.T) {
 	for _, level := range []string{"repeatable read", "serializable"} {
 		t.Run(level, func(t *testing.T) {
 			t.Parallel()
-			table := newTestStore(t).table
-			cfg := testConfig(t)
-			cfg.MaxConns = 16
-			cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = level
-			pool := connect(t, cfg)
-			t.Cleanup(pool.Close)
+			table, pool := isolatedPool(t, level, 16)
 			plain := New(pool, WithTable(table))
 			inTx := NewTx(pool, WithTable(table))
 			for round := range 10 {
@@ -221,11 +216,7 @@ func TestClaimRaceUnderStricterIsolation(t *testing.T) {
 // serialization failure.
 func TestStaleOwnerUnderStricterIsolation(t *testing.T) {
 	t.Parallel()
-	table := newTestStore(t).table
-	cfg := testConfig(t)
-	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
-	pool := connect(t, cfg)
-	t.Cleanup(pool.Close)
+	table, pool := isolatedPool(t, "repeatable read", 0)
 	plain := New(pool, WithTable(table))
 	inTx := NewTx(pool, WithTable(table))
 	ctx := context.Background()

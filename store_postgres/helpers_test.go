@@ -78,6 +78,22 @@ func newTestStore(t testing.TB, opts ...Option) *Store {
 	return s
 }
 
+// isolatedPool returns the table of a fresh test store and a pool of its
+// own whose connections use level as their default transaction isolation,
+// holding at most maxConns connections (0: the pool's default).
+func isolatedPool(t *testing.T, level string, maxConns int32) (table string, pool *pgxpool.Pool) {
+	t.Helper()
+	table = newTestStore(t).table
+	cfg := testConfig(t)
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = level
+	pool = connect(t, cfg)
+	t.Cleanup(pool.Close)
+	return table, pool
+}
+
 func dropTable(t testing.TB, s *Store) {
 	_, err := s.pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+s.name)
 	require.NoError(t, err)

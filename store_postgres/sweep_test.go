@@ -169,11 +169,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // COMMIT, and the middleware would answer 503.
 func TestSweepDoesNotAbortSerializableClaims(t *testing.T) {
 	t.Parallel()
-	table := newTestStore(t).table
-	cfg := testConfig(t)
-	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "serializable"
-	p := connect(t, cfg)
-	t.Cleanup(p.Close)
+	table, p := isolatedPool(t, "serializable", 0)
 	s := NewTx(p, WithTable(table))
 	ctx := context.Background()
 	for round := range 100 {
