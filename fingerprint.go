@@ -7,24 +7,72 @@ import (
 	"hash"
 	"net/http"
 	"sync"
+
+	"github.com/cespare/xxhash/v2"
 )
 
-// Fingerprint is the default request fingerprint: a SHA-256 hash of the
-// method, the path with its query, the Content-Type header and the body.
-// Two requests with the same key and different fingerprints are different
-// requests: the second gets 422.
+// Fingerprint is the default request fingerprint: a 64-bit xxHash (XXH64)
+// of the method, the path with its query, the Content-Type header and the
+// body, in hex. Two requests with the same key and different fingerprints
+// are different requests: the second gets 422.
+//
+// The fingerprint is only ever compared with the one stored under the same
+// storage key, so it tells a client's retry from a client's mistake (a key
+// reused for another request), where two different requests look alike
+// once in 2^64. It is fast (about 0.1 µs per KiB of body) and not
+// cryptographic: a client that knows another request's exact body and key
+// could build a body that looks alike on purpose. Keeping callers apart is
+// the scope's job (WithScope), not the fingerprint's; where it must also
+// hold against such a client, use FingerprintSHA256.
 func Fingerprint(r *http.Request, body []byte) string {
-	return hashFields(body, r.Method, r.URL.RequestURI(), r.Header.Get("Content-Type"))
+	var scratch [256]byte
+	fields := appendRequestFields(scratch[:0], r)
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.Write(fields)
+	_, _ = d.Write(body)
+	var sum [8]byte
+	binary.BigEndian.PutUint64(sum[:], d.Sum64())
+	return hexString(sum[:])
+}
+
+// FingerprintSHA256 hashes what Fingerprint does with SHA-256: no two
+// different requests can be made to look alike, even on purpose, at about
+// ten times Fingerprint's cost on a body (0.6 to 1.3 µs per KiB with the
+// CPU's SHA instructions, more without). Pass it to WithFingerprint. Its
+// fingerprints differ from Fingerprint's, so switching between the two
+// makes a duplicate of a request recorded before the switch get 422.
+func FingerprintSHA256(r *http.Request, body []byte) string {
+	h := hashers.Get().(*hasher)
+	h.fields = appendRequestFields(h.fields[:0], r)
+	h.sum.Reset()
+	h.sum.Write(h.fields)
+	h.sum.Write(body)
+	h.sum.Sum(h.out[:0])
+	fingerprint := hexString(h.out[:])
+	hashers.Put(h)
+	return fingerprint
+}
+
+// appendRequestFields appends what a fingerprint covers besides the body,
+// which is hashed after them: the method, the path with its query and the
+// Content-Type header, each prefixed with its length.
+func appendRequestFields(buf []byte, r *http.Request) []byte {
+	return appendFields(buf, r.Method, r.URL.RequestURI(), r.Header.Get("Content-Type"))
 }
 
 // storageKey is the key a record is stored under: scope, method, route and
 // the client's key, each length-prefixed so no two combinations collide,
-// hashed to a fixed-size string that is safe in any store. Fields that fit
-// are hashed from a buffer on the stack.
+// hashed with SHA-256 to a fixed-size string that is safe in any store.
+// Unlike the fingerprint, it keeps callers apart, so it is cryptographic: no
+// key one caller sends can be made to land on another scope's record.
+// Fields that fit are hashed from a buffer on the stack.
 func storageKey(scope, method, route, clientKey string) string {
 	var scratch [256]byte
 	fields := appendFields(scratch[:0], scope, method, route, clientKey)
-	fields = binary.AppendUvarint(fields, 0) // no tail
+	// A zero closes the fields. These bytes must never change: every
+	// stored record would be orphaned, and its duplicates run again.
+	fields = binary.AppendUvarint(fields, 0)
 	sum := sha256.Sum256(fields)
 	return hexString(sum[:])
 }
@@ -39,23 +87,6 @@ type hasher struct {
 
 var hashers = sync.Pool{New: func() any { return &hasher{sum: sha256.New()} }}
 
-// hashFields hashes the fields and then tail, each prefixed with its
-// length, and returns the hash in hex. The tail (a request body) is hashed
-// where it lies, not copied.
-func hashFields(tail []byte, fields ...string) string {
-	h := hashers.Get().(*hasher)
-	buf := appendFields(h.fields[:0], fields...)
-	buf = binary.AppendUvarint(buf, uint64(len(tail)))
-	h.sum.Reset()
-	h.sum.Write(buf)
-	h.sum.Write(tail)
-	h.sum.Sum(h.out[:0])
-	key := hexString(h.out[:])
-	h.fields = buf
-	hashers.Put(h)
-	return key
-}
-
 // appendFields appends each field to buf, preceded by its length as a
 // uvarint, so that no two lists of fields give the same bytes.
 func appendFields(buf []byte, fields ...string) []byte {
@@ -66,9 +97,9 @@ func appendFields(buf []byte, fields ...string) []byte {
 	return buf
 }
 
-// hexString returns a SHA-256 sum in hex.
+// hexString returns sum, a hash, in hex.
 func hexString(sum []byte) string {
 	var text [2 * sha256.Size]byte
-	hex.Encode(text[:], sum)
-	return string(text[:])
+	n := hex.Encode(text[:], sum)
+	return string(text[:n])
 }
