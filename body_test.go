@@ -56,3 +56,36 @@ func TestRequestWithoutABodyKeepsNoBody(t *testing.T) {
 	}
 	require.Equal(t, []bool{true, true}, noBody, "without a key, then with one")
 }
+
+// TestBodyReadAfterTheRequestIsEmpty: the buffered body's memory is reused
+// by later requests once its own is done, so a read of the body after the
+// middleware returned (by a middleware outside, which shares the request)
+// finds nothing, never a later request's bytes. Bodies of different sizes
+// each reach their handler whole, through the reused buffers.
+func TestBodyReadAfterTheRequestIsEmpty(t *testing.T) {
+	var got []string
+	mw := idempotency.New()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Read") != "" {
+			b, _ := io.ReadAll(r.Body)
+			got = append(got, string(b))
+		}
+	}))
+	send := func(key, body string, read bool) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(body))
+		r.Header.Set("Idempotency-Key", key)
+		if read {
+			r.Header.Set("X-Read", "1")
+		}
+		mw.ServeHTTP(httptest.NewRecorder(), r)
+		return r
+	}
+	unread := send("a", "the first request's body", false)
+	want := []string{strings.Repeat("b", 5000), "c", strings.Repeat("d", 100)}
+	for i, body := range want {
+		send(string(rune('b'+i)), body, true)
+	}
+	require.Equal(t, want, got)
+	after, err := io.ReadAll(unread.Body)
+	require.NoError(t, err)
+	require.Empty(t, string(after), "a read after the request was done")
+}

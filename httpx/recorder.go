@@ -26,7 +26,7 @@ import (
 //     when the wrapped writer can flush.
 //   - The header snapshot is a clone of Header() taken when the status is
 //     written. Later header changes are not in it, just as net/http does not
-//     send them.
+//     send them. Its memory is reused once the Recorder is Released.
 //   - Every body byte reaches the client. A copy is kept while the body is at
 //     most limit bytes; once it grows beyond limit the copy is dropped, its
 //     memory released, and Overflowed reports true.
@@ -47,6 +47,7 @@ type Recorder struct {
 
 	status     int
 	header     http.Header
+	snap       *snapshot // the memory header lies in, until Release
 	body       []byte
 	written    int64
 	overflowed bool
@@ -94,14 +95,11 @@ func (r *Recorder) WriteHeader(code int) {
 	case code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols:
 		r.w.WriteHeader(code)
 	default:
-		h := r.w.Header().Clone()
-		if h == nil {
-			h = http.Header{}
-		}
+		snap := takeSnapshot(r.w.Header())
 		// The wrapped writer panics on an invalid code; record only a code
 		// it accepted.
 		r.w.WriteHeader(code)
-		r.status, r.header = code, h
+		r.status, r.header, r.snap = code, snap.header, snap
 	}
 }
 
@@ -273,9 +271,22 @@ func (r *Recorder) Status() int {
 }
 
 // HeaderSnapshot returns the headers as they were when the status was
-// written, or nil if no status has been written.
+// written, or nil if no status has been written or the snapshot was
+// released. The map is the Recorder's own, valid until Release; the caller
+// may change it.
 func (r *Recorder) HeaderSnapshot() http.Header {
 	return r.header
+}
+
+// Release hands the header snapshot's memory back, for later Recorders to
+// reuse; HeaderSnapshot then returns nil, and a map it returned before must
+// no longer be used. Call it once done with the record. A Recorder never
+// released costs nothing but the garbage collector's work.
+func (r *Recorder) Release() {
+	if r.snap != nil {
+		r.snap.release()
+		r.snap, r.header = nil, nil
+	}
 }
 
 // Body returns the kept copy of the body: every byte written while the body

@@ -537,6 +537,44 @@ func TestRecorderHeaderSnapshot(t *testing.T) {
 	}
 }
 
+// TestRecorderReleasedSnapshotIsReused: a snapshot's memory, once
+// released, serves later snapshots, each of which holds exactly the header
+// it was taken of (as Header.Clone gives it: a name with nil values stays
+// nil, one with an empty non-nil list stays empty and non-nil), and the
+// released Recorder no longer shows its own.
+func TestRecorderReleasedSnapshotIsReused(t *testing.T) {
+	headers := []http.Header{
+		{"X-First": {"1", "2"}, "X-Gone": {"g"}, "Content-Type": {"text/plain"}},
+		{"X-Second": {"3"}, "X-Nil": nil, "X-Empty": {}},
+		{},
+		{"X-Fourth": {"4"}},
+	}
+	for round := range 3 {
+		for i, h := range headers {
+			w := httptest.NewRecorder()
+			for name, values := range h {
+				w.Header()[name] = values
+			}
+			rec := NewRecorder(w, 100)
+			rec.WriteHeader(http.StatusOK)
+			snap := rec.HeaderSnapshot()
+			require.Equal(t, h.Clone(), snap, "round %d, header %d", round, i)
+			if _, ok := h["X-Nil"]; ok {
+				require.Nil(t, snap["X-Nil"])
+				require.NotNil(t, snap["X-Empty"])
+			}
+			for name := range h {
+				w.Header()[name] = []string{"changed after the status"}
+			}
+			require.Equal(t, h.Clone(), snap, "round %d, header %d, changed after the status", round, i)
+			snap["X-Added-By-The-Caller"] = []string{"x"} // the caller may change it
+			rec.Release()
+			require.Nil(t, rec.HeaderSnapshot(), "released")
+			rec.Release() // a second release does nothing
+		}
+	}
+}
+
 func TestRecorderNothingWritten(t *testing.T) {
 	for name, do := range targets {
 		t.Run(name, func(t *testing.T) {

@@ -131,3 +131,18 @@ func testHeadersRoundTrip(t *testing.T, s store.Store) {
 	roundTrip(t, s, "no-headers", &store.Response{Status: http.StatusOK, Body: []byte("ok")})
 	roundTrip(t, s, "empty-headers", &store.Response{Status: http.StatusOK, Header: http.Header{}, Body: []byte("ok")})
 }
+
+// testHeaderIsOnlyLent: Complete copies what it keeps of the header before
+// it returns (see store.Store), so a caller that reuses the map afterwards,
+// clearing it, filling it again and changing a value in place, does not
+// change the stored response.
+func testHeaderIsOnlyLent(t *testing.T, s store.Store) {
+	resp := sampleResponse()
+	want := sampleResponse()
+	owner := mustClaim(t, s, "lent", "fp", longLease)
+	complete(t, s, "lent", owner, resp)
+	resp.Header["Link"][0] = "</changed>"
+	clear(resp.Header)
+	resp.Header["Content-Type"] = []string{"text/plain"}
+	requireCompleted(t, s, "lent", "fp", want)
+}

@@ -1,0 +1,61 @@
+package httpx
+
+import (
+	"net/http"
+	"sync"
+)
+
+// snapshot is the memory a Recorder's header snapshot lives in: the map,
+// and one array for every value, as http.Header.Clone makes. Recorders
+// hand it back (Release) for later ones to reuse, so that recording a
+// response does not allocate them again.
+type snapshot struct {
+	header http.Header
+	values []string
+	names  int // how many names the map held when taken
+}
+
+// maxPooledNames is the most header names a snapshot may have held and
+// still be reused: a map does not shrink, and clearing one costs as much
+// as its largest size.
+const maxPooledNames = 32
+
+// snapshots holds the snapshots (*snapshot) of Released Recorders.
+var snapshots = sync.Pool{New: func() any { return &snapshot{header: make(http.Header)} }}
+
+// takeSnapshot returns a copy of h, as h.Clone returns it (names with nil
+// values kept nil), in memory from the pool.
+func takeSnapshot(h http.Header) *snapshot {
+	s := snapshots.Get().(*snapshot)
+	n := 0
+	for _, vv := range h {
+		n += len(vv)
+	}
+	if cap(s.values) < n {
+		s.values = make([]string, 0, n)
+	}
+	values := s.values[:0]
+	for name, vv := range h {
+		if vv == nil {
+			s.header[name] = nil
+			continue
+		}
+		start := len(values)
+		values = append(values, vv...)
+		s.header[name] = values[start:len(values):len(values)]
+	}
+	s.values, s.names = values, len(h)
+	return s
+}
+
+// release hands s back to the pool, cleared, unless it grew too large to
+// be worth keeping.
+func (s *snapshot) release() {
+	if s.names > maxPooledNames {
+		return
+	}
+	clear(s.header)
+	clear(s.values)
+	s.values = s.values[:0]
+	snapshots.Put(s)
+}
