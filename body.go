@@ -35,7 +35,7 @@ var bodyBuffers sync.Pool
 // request's.
 func (b *bufferedBody) release() {
 	if b.buf != nil && cap(b.data) <= maxPooledBody {
-		*b.buf = b.data[:0]
+		*b.buf = b.data // with the room it grew to
 		bodyBuffers.Put(b.buf)
 	}
 	b.data, b.buf = nil, nil

@@ -29,7 +29,8 @@ import (
 //     send them. Its memory is reused once the Recorder is Released.
 //   - Every body byte reaches the client. A copy is kept while the body is at
 //     most limit bytes; once it grows beyond limit the copy is dropped, its
-//     memory released, and Overflowed reports true.
+//     memory released, and Overflowed reports true. The copy lives in
+//     memory reused once the Recorder is Released.
 //   - A flushed or hijacked response is reported as such, and so is a body
 //     write that failed or was short; together with an overflow, and
 //     trailers the handler adds (they are sent after the body and not
@@ -49,6 +50,7 @@ type Recorder struct {
 	header     http.Header
 	snap       *snapshot // the memory header lies in, until Release
 	body       []byte
+	bodyBuf    *[]byte // the pooled buffer body lies in, until Release
 	written    int64
 	overflowed bool
 	flushed    bool
@@ -136,10 +138,31 @@ func (r *Recorder) record(p []byte) {
 	}
 	if len(r.body)+len(p) > r.limit {
 		r.overflowed = true
-		r.body = nil
+		r.releaseBody()
 		return
 	}
+	if r.bodyBuf == nil {
+		r.bodyBuf = bodyBuffers.Get().(*[]byte)
+		r.body = (*r.bodyBuf)[:0]
+	}
 	r.body = append(r.body, p...)
+}
+
+// maxPooledBody is the largest body buffer kept for reuse: a rare large
+// response does not pin its memory in the pool.
+const maxPooledBody = 64 << 10
+
+// bodyBuffers holds the body buffers (*[]byte) of Released Recorders.
+var bodyBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// releaseBody drops the kept body, handing its buffer back to the pool
+// unless it grew too large to be worth keeping.
+func (r *Recorder) releaseBody() {
+	if r.bodyBuf != nil && cap(r.body) <= maxPooledBody {
+		*r.bodyBuf = r.body // with the room it grew to
+		bodyBuffers.Put(r.bodyBuf)
+	}
+	r.body, r.bodyBuf = nil, nil
 }
 
 // copyBufs holds the buffers ReadFrom copies through while capturing.
@@ -278,21 +301,23 @@ func (r *Recorder) HeaderSnapshot() http.Header {
 	return r.header
 }
 
-// Release hands the header snapshot's memory back, for later Recorders to
-// reuse; HeaderSnapshot then returns nil, and a map it returned before must
-// no longer be used. Call it once done with the record. A Recorder never
-// released costs nothing but the garbage collector's work.
+// Release hands the memory of the header snapshot and of the body's copy
+// back, for later Recorders to reuse: HeaderSnapshot and Body then return
+// nil, and a map or slice they returned before must no longer be used. Call
+// it once done with the record. A Recorder never released costs nothing but
+// the garbage collector's work.
 func (r *Recorder) Release() {
 	if r.snap != nil {
 		r.snap.release()
 		r.snap, r.header = nil, nil
 	}
+	r.releaseBody()
 }
 
 // Body returns the kept copy of the body: every byte written while the body
 // stayed within the limit, or nil once it overflowed. The slice is the
 // Recorder's own and must not be modified; it stays valid after the handler
-// returns.
+// returns, until Release.
 func (r *Recorder) Body() []byte {
 	return r.body
 }

@@ -10,6 +10,7 @@ import (
 	"net/textproto"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -571,6 +572,29 @@ func TestRecorderReleasedSnapshotIsReused(t *testing.T) {
 			rec.Release()
 			require.Nil(t, rec.HeaderSnapshot(), "released")
 			rec.Release() // a second release does nothing
+		}
+	}
+}
+
+// TestRecorderReleasedBodyIsReused: the memory of a released body copy
+// serves later Recorders, each of which keeps exactly the bytes written to
+// it; a body over the limit hands its memory back at once and keeps none.
+func TestRecorderReleasedBodyIsReused(t *testing.T) {
+	bodies := []string{strings.Repeat("a", 300), "b", "", strings.Repeat("c", 101), strings.Repeat("d", 100)}
+	for round := range 3 {
+		for i, body := range bodies {
+			rec := NewRecorder(httptest.NewRecorder(), 100)
+			for chunk := range slices.Values(strings.SplitAfter(body, "a")) {
+				_, _ = io.WriteString(rec, chunk)
+			}
+			if len(body) > 100 {
+				require.True(t, rec.Overflowed())
+				require.Nil(t, rec.Body(), "round %d, body %d", round, i)
+			} else {
+				require.Equal(t, body, string(rec.Body()), "round %d, body %d", round, i)
+			}
+			rec.Release()
+			require.Nil(t, rec.Body(), "released")
 		}
 	}
 }

@@ -47,19 +47,17 @@ const never = time.Duration(math.MaxInt64)
 // does not fit, even after a sweep, is not stored: its key is completed as
 // done but not replayable, so that its request never runs twice.
 //
-// Complete keeps the response body it is given without copying it (the caller
-// hands it over; see Store.Complete) and encodes the header into one byte
-// slice: until a duplicate decodes it, what a completed record points to holds
-// no pointers, so the garbage collector does not scan it. The first duplicate
-// decodes the header, and Claim returns that one decoded response to every
-// duplicate, which callers must treat as read-only (see Store.Claim). The
-// decoded response counts against WithMaxBytes too, by an estimate of its
-// size; when it does not fit, each duplicate gets one decoded for it alone. A
-// body that is part of a larger array keeps the whole array alive, though only
-// its capacity counts; the middleware's bodies never are. The context
-// arguments are not used: no operation waits for anything but the store's
-// mutex. A Memory is safe for concurrent use and must not be copied after
-// first use.
+// Complete copies the key, the fingerprint, the header and the body into one
+// string, which the record and the map's key both point into: until a
+// duplicate decodes it, a completed record is one object without pointers
+// inside, which the garbage collector marks without scanning. The first
+// duplicate decodes it (the header, and a copy of the body), and Claim
+// returns that one decoded response to every duplicate, which callers must
+// treat as read-only (see Store.Claim). The decoded response counts against
+// WithMaxBytes too, by an estimate of its size; when it does not fit, each
+// duplicate gets one decoded for it alone. The context arguments are not
+// used: no operation waits for anything but the store's mutex. A Memory is
+// safe for concurrent use and must not be copied after first use.
 type Memory struct {
 	mu       sync.Mutex
 	records  map[string]memRecord
@@ -150,13 +148,7 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 		return Record{}, false, fmt.Errorf("%w: %d live records", ErrFull, m.max)
 	}
 	m.fence++
-	r = memRecord{
-		state:       StateInFlight,
-		fingerprint: fingerprint,
-		token:       token,
-		fence:       m.fence,
-		expires:     deadline(now, lease),
-	}
+	r = inFlight(fingerprint, token, m.fence, deadline(now, lease))
 	m.records[key] = r
 	m.noteExpiry(r.expires)
 	m.mu.Unlock()
@@ -185,23 +177,24 @@ func (m *Memory) Renew(_ context.Context, key string, owner Lease, lease time.Du
 // owner whose lease has ended may still complete the record while nobody
 // has taken it over. Header keys without values are not stored. A response
 // that does not fit under WithMaxBytes, even after a sweep, completes the
-// key as done but not replayable.
+// key as done but not replayable. Nothing of resp is kept: the record holds
+// copies.
 func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Response, retention time.Duration) error {
-	done := memRecord{state: StateUnreplayable}
-	if resp != nil {
-		done = storedResponse(resp)
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.records[key]
 	if !ok || !r.heldBy(owner) {
 		return ErrNotOwner
 	}
-	if !m.fits(done.size()) {
-		done = memRecord{state: StateUnreplayable}
+	done := r
+	done.state, done.token = StateUnreplayable, ""
+	if resp != nil && m.fits(encodedLen(resp.Header)+len(resp.Body)) {
+		// The map's key is replaced by the copy in the record's data:
+		// assigning to an existing key would keep the caller's string.
+		delete(m.records, key)
+		key, done = r.completed(key, resp)
+		m.bytes += done.size()
 	}
-	m.bytes += done.size()
-	done.fingerprint, done.fence = r.fingerprint, r.fence
 	done.expires = deadline(m.now(), retention)
 	m.records[key] = done
 	m.noteExpiry(done.expires)

@@ -2,29 +2,54 @@ package store
 
 import (
 	"net/http"
+	"strings"
 	"time"
 )
 
 // memRecord is one key's record in a Memory store, kept by value in the map
-// so that claiming a new key allocates nothing of its own. Its body, header
-// and decoded response are never written after they are built, so they may
-// be read after the store's mutex is released.
+// so that claiming a new key allocates nothing of its own.
+//
+// A completed record keeps everything in one string, data: its key, its
+// fingerprint, its header fields (each as in writeField) and its body.
+// The map's key for it is a substring of data too, so the record's memory
+// is a single object without pointers inside, which the garbage collector
+// marks without scanning: a store of many records costs each collection
+// little. In flight, and when done without a response, data is the
+// fingerprint alone.
+//
+// data, and the decoded response, are never written after they are built,
+// so they may be read after the store's mutex is released.
 type memRecord struct {
-	state       State
-	fingerprint string
-	token       string
-	fence       int64
-	expires     time.Duration // on the store's monotonic clock
-	status      int
-	body        []byte    // the response body, as Complete was given it
-	header      []byte    // header fields, each as in appendField
-	resp        *Response // body and header decoded by the first replay, then shared
-	decoded     int       // the estimated size of resp beyond body
+	state   State
+	token   string // in flight only
+	fence   int64
+	expires time.Duration // on the store's monotonic clock
+	status  int
+	data    string
+	fpAt    int       // data[fpAt:headerAt] is the fingerprint
+	headAt  int       // data[headAt:bodyAt] the header fields
+	bodyAt  int       // data[bodyAt:] the body
+	resp    *Response // decoded by the first duplicate, then shared
+	decoded int       // the estimated size of resp
 }
 
-// size is the number of response bytes r holds: its body's whole capacity,
-// its encoded header, and the estimated size of its decoded response.
-func (r *memRecord) size() int { return cap(r.body) + len(r.header) + r.decoded }
+// inFlight returns a record in flight under token, for a request whose
+// fingerprint is given.
+func inFlight(fingerprint, token string, fence int64, expires time.Duration) memRecord {
+	n := len(fingerprint)
+	return memRecord{
+		state: StateInFlight, token: token, fence: fence, expires: expires,
+		data: fingerprint, headAt: n, bodyAt: n,
+	}
+}
+
+// fingerprint returns the fingerprint of the request that claimed r.
+func (r *memRecord) fingerprint() string { return r.data[r.fpAt:r.headAt] }
+
+// size is the number of response bytes r holds: its encoded header, its
+// body, and the estimated size of its decoded response. A record in flight
+// or done without a response holds none.
+func (r *memRecord) size() int { return len(r.data) - r.headAt + r.decoded }
 
 // heldBy reports whether owner holds r: r is in flight under owner's token
 // and fencing number. An empty token holds nothing.
@@ -38,28 +63,66 @@ func (r *memRecord) heldBy(owner Lease) bool {
 func (r *memRecord) owned(now time.Duration) Record {
 	return Record{
 		State:       StateInFlight,
-		Fingerprint: r.fingerprint,
+		Fingerprint: r.fingerprint(),
 		Owner:       Lease{Token: r.token, Fence: r.fence},
 		TTL:         r.expires - now,
 	}
 }
 
 // view returns r as a Claim that did not win sees it at now: without the
-// owner's token, with the shared stored response (see decode).
+// owner's token, with the stored response that duplicates share (see
+// decode).
 func (r *memRecord) view(now time.Duration) Record {
 	return Record{
 		State:       r.state,
-		Fingerprint: r.fingerprint,
+		Fingerprint: r.fingerprint(),
 		Owner:       Lease{Fence: r.fence},
 		Response:    r.resp,
 		TTL:         r.expires - now,
 	}
 }
 
-// decode sets r.resp from r's encoded response, once, for every later
-// replay to share: a hot key's replays then cost no copy at all. Its body
-// is r.body itself, and the body and every header value slice are capped,
-// so an append by a caller copies instead of writing into the store's
+// completed returns r, the record of key, completed with resp: key,
+// fingerprint, header and body copied into one string, and key returned as
+// a substring of it, for the map to hold in place of the caller's.
+func (r *memRecord) completed(key string, resp *Response) (string, memRecord) {
+	fingerprint := r.fingerprint()
+	var data strings.Builder
+	data.Grow(len(key) + len(fingerprint) + encodedLen(resp.Header) + len(resp.Body))
+	data.WriteString(key)
+	data.WriteString(fingerprint)
+	headAt := data.Len()
+	for name, values := range resp.Header {
+		for _, v := range values {
+			writeField(&data, name)
+			writeField(&data, v)
+		}
+	}
+	bodyAt := data.Len()
+	data.Write(resp.Body)
+	all := data.String() // the Builder's own bytes, not a copy
+	return all[:len(key)], memRecord{
+		state: StateCompleted, fence: r.fence, status: resp.Status,
+		data: all, fpAt: len(key), headAt: headAt, bodyAt: bodyAt,
+	}
+}
+
+// encodedLen is how many bytes writeField needs for header.
+func encodedLen(header http.Header) int {
+	n := 0
+	for name, values := range header {
+		n += len(values) * (fieldLen(name) + 4)
+		for _, v := range values {
+			n += len(v)
+		}
+	}
+	return n
+}
+
+// decode sets r.resp from r's data, once, for every later duplicate to
+// share: a hot key's replays then cost no copy at all. The header's names
+// and values are substrings of data; the body is a copy, capped, so an
+// append by a caller copies again instead of writing into the store's
 // memory. It sets r.decoded to an estimate of the memory the decoded
 // response adds, and reports whether it changed r (a completed record not
 // decoded before).
@@ -67,21 +130,21 @@ func (r *memRecord) decode() bool {
 	if r.state != StateCompleted || r.resp != nil {
 		return false
 	}
-	body := r.body[:len(r.body):len(r.body)]
-	header := decodeHeader(r.header)
-	r.resp = &Response{Status: r.status, Header: header, Body: body}
-	r.decoded = decodedSize(header, len(r.header))
+	body := []byte(r.data[r.bodyAt:])
+	header := decodeHeader(r.data[r.headAt:r.bodyAt])
+	r.resp = &Response{Status: r.status, Header: header, Body: body[:len(body):len(body)]}
+	r.decoded = decodedSize(header, len(body))
 	return true
 }
 
-// decodedSize estimates, from above, the memory a decoded header adds to
-// its response's body: the Response and the map's header, the map's slots
-// (one group of eight for up to eight names; beyond that, groups for a
-// power of two of slots at least eight sevenths of the names, and the
-// table that holds them), a string header per value, and the one copy of
-// the encoded header, of encLen bytes, that every name and value points
-// into; plus an eighth, which the allocator's size classes may add.
-func decodedSize(header http.Header, encLen int) int {
+// decodedSize estimates, from above, the memory a decoded response with
+// header and a body of bodyLen bytes holds: the Response and the map's
+// header, the map's slots (one group of eight for up to eight names;
+// beyond that, groups for a power of two of slots at least eight sevenths
+// of the names, and the table that holds them), a string header per value,
+// and the body's copy; plus an eighth, which the allocator's size classes
+// may add.
+func decodedSize(header http.Header, bodyLen int) int {
 	const (
 		base       = 192 // the Response and the map's header, rounded up to allocation sizes
 		groupBytes = 328 // eight slots of a string and a slice, and their control word
@@ -100,43 +163,20 @@ func decodedSize(header http.Header, encLen int) int {
 		}
 		slots = capacity/8*groupBytes + tableBytes
 	}
-	exact := base + slots + values*valueSize + encLen
+	exact := base + slots + values*valueSize + bodyLen
 	return exact + exact/8 // allocation size classes round up by as much
 }
 
-// storedResponse returns a completed record holding resp's body, as it
-// is, and its header encoded in one allocation, every field as in
-// appendField.
-func storedResponse(resp *Response) memRecord {
-	size := 0
-	for name, values := range resp.Header {
-		for _, v := range values {
-			size += fieldLen(name) + fieldLen(v)
-		}
-	}
-	r := memRecord{state: StateCompleted, status: resp.Status, body: resp.Body}
-	if size == 0 {
-		return r
-	}
-	r.header = make([]byte, 0, size)
-	for name, values := range resp.Header {
-		for _, v := range values {
-			r.header = appendField(appendField(r.header, name), v)
-		}
-	}
-	return r
-}
-
-// fieldLen is how many bytes appendField adds for s.
+// fieldLen is how many bytes writeField writes for s.
 func fieldLen(s string) int { return 4 + len(s) }
 
-// appendField appends s to buf, preceded by its length as four bytes,
+// writeField writes s to b, preceded by its length as four bytes,
 // little-endian. A header field is its name then its value; the fields of
 // one name are adjacent, in the order of its values.
-func appendField(buf []byte, s string) []byte {
+func writeField(b *strings.Builder, s string) {
 	n := len(s)
-	buf = append(buf, byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
-	return append(buf, s...)
+	b.Write([]byte{byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24)})
+	b.WriteString(s)
 }
 
 // cutField returns the first field of enc and the rest.
@@ -146,14 +186,13 @@ func cutField(enc string) (field, rest string) {
 }
 
 // decodeHeader returns a new header holding the encoded fields. Every name
-// and value is a substring of one copy of enc, and every value slice a part
-// of one array, so it allocates the same few times however many fields
-// there are. The header is never nil.
-func decodeHeader(enc []byte) http.Header {
-	s := string(enc)
+// and value is a substring of enc, and every value slice a part of one
+// array, so it allocates the same few times however many fields there are.
+// The header is never nil.
+func decodeHeader(enc string) http.Header {
 	fields, names := 0, 0
 	var prev string
-	for rest := s; rest != ""; fields++ {
+	for rest := enc; rest != ""; fields++ {
 		var name string
 		name, rest = cutField(rest)
 		_, rest = cutField(rest)
@@ -163,7 +202,7 @@ func decodeHeader(enc []byte) http.Header {
 	}
 	h := make(http.Header, names)
 	values := make([]string, fields)
-	for i, rest := 0, s; rest != ""; {
+	for i, rest := 0, enc; rest != ""; {
 		name, _ := cutField(rest)
 		start := i
 		for rest != "" {

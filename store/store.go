@@ -56,11 +56,9 @@ type Store interface {
 	// was not stored. If owner no longer holds the key, Complete returns
 	// ErrNotOwner and changes nothing.
 	//
-	// The caller hands the body over: it must not change resp.Body after
-	// the call, because a store may keep it as it is and return it from
-	// later Claims (the memory store does, to spare a copy). The header is
-	// only lent: a store copies or encodes what it keeps of it before
-	// Complete returns, since the caller reuses the map's memory.
+	// resp is only lent: a store copies or encodes what it keeps of it
+	// before Complete returns, since the caller reuses the memory of its
+	// header and body.
 	Complete(ctx context.Context, key string, owner Lease, resp *Response, retention time.Duration) error
 
 	// Release frees owner's in-flight record so that a retry may run the

@@ -132,11 +132,12 @@ func testHeadersRoundTrip(t *testing.T, s store.Store) {
 	roundTrip(t, s, "empty-headers", &store.Response{Status: http.StatusOK, Header: http.Header{}, Body: []byte("ok")})
 }
 
-// testHeaderIsOnlyLent: Complete copies what it keeps of the header before
-// it returns (see store.Store), so a caller that reuses the map afterwards,
-// clearing it, filling it again and changing a value in place, does not
-// change the stored response.
-func testHeaderIsOnlyLent(t *testing.T, s store.Store) {
+// testResponseIsOnlyLent: Complete copies what it keeps of the response
+// before it returns (see store.Store), so a caller that reuses its memory
+// afterwards (clearing the header map and filling it again, changing a
+// value in place, writing over the body) does not change the stored
+// response.
+func testResponseIsOnlyLent(t *testing.T, s store.Store) {
 	resp := sampleResponse()
 	want := sampleResponse()
 	owner := mustClaim(t, s, "lent", "fp", longLease)
@@ -144,5 +145,6 @@ func testHeaderIsOnlyLent(t *testing.T, s store.Store) {
 	resp.Header["Link"][0] = "</changed>"
 	clear(resp.Header)
 	resp.Header["Content-Type"] = []string{"text/plain"}
+	copy(resp.Body, "overwritten")
 	requireCompleted(t, s, "lent", "fp", want)
 }

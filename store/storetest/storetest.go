@@ -22,7 +22,7 @@
 //   - Exactly one of many concurrent claims on a key wins.
 //   - Responses round-trip exactly: status, every header name and value
 //     (arbitrary bytes, not only UTF-8), in order, and the body byte for
-//     byte. Complete copies the header it keeps: the caller reuses it.
+//     byte. Complete copies what it keeps: the caller reuses the memory.
 //
 // Timing: the leases and retentions the suite lets expire are 150 or 300
 // ms long, and the suite sleeps well past them (400 or 800 ms) instead of
@@ -102,7 +102,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ConcurrentTakeoversOneWinner", testConcurrentTakeoversOneWinner},
 		{"BinaryBodiesRoundTrip", testBinaryBodiesRoundTrip},
 		{"HeadersRoundTrip", testHeadersRoundTrip},
-		{"HeaderIsOnlyLent", testHeaderIsOnlyLent},
+		{"ResponseIsOnlyLent", testResponseIsOnlyLent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
