@@ -24,16 +24,11 @@ const maxPooledNames = 32
 var snapshots = sync.Pool{New: func() any { return &snapshot{header: make(http.Header)} }}
 
 // takeSnapshot returns a copy of h, as h.Clone returns it (names with nil
-// values kept nil), in memory from the pool.
+// values kept nil), in memory from the pool. The values go into one array,
+// which grows as they are copied: a value slice made before it grew keeps
+// pointing into the old array, whose values are copies all the same.
 func takeSnapshot(h http.Header) *snapshot {
 	s := snapshots.Get().(*snapshot)
-	n := 0
-	for _, vv := range h {
-		n += len(vv)
-	}
-	if cap(s.values) < n {
-		s.values = make([]string, 0, n)
-	}
 	values := s.values[:0]
 	for name, vv := range h {
 		if vv == nil {

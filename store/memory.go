@@ -180,6 +180,11 @@ func (m *Memory) Renew(_ context.Context, key string, owner Lease, lease time.Du
 // key as done but not replayable. Nothing of resp is kept: the record holds
 // copies.
 func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Response, retention time.Duration) error {
+	var scratch [512]byte // holds a typical encoded header without allocating
+	var header []byte
+	if resp != nil {
+		header = encodeHeader(scratch[:0], resp.Header)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.records[key]
@@ -188,11 +193,11 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	}
 	done := r
 	done.state, done.token = StateUnreplayable, ""
-	if resp != nil && m.fits(encodedLen(resp.Header)+len(resp.Body)) {
+	if resp != nil && m.fits(len(header)+len(resp.Body)) {
 		// The map's key is replaced by the copy in the record's data:
 		// assigning to an existing key would keep the caller's string.
 		delete(m.records, key)
-		key, done = r.completed(key, resp)
+		key, done = r.completed(key, resp.Status, header, resp.Body)
 		m.bytes += done.size()
 	}
 	done.expires = deadline(m.now(), retention)

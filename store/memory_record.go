@@ -10,7 +10,7 @@ import (
 // so that claiming a new key allocates nothing of its own.
 //
 // A completed record keeps everything in one string, data: its key, its
-// fingerprint, its header fields (each as in writeField) and its body.
+// fingerprint, its header fields (each as in appendField) and its body.
 // The map's key for it is a substring of data too, so the record's memory
 // is a single object without pointers inside, which the garbage collector
 // marks without scanning: a store of many records costs each collection
@@ -82,41 +82,35 @@ func (r *memRecord) view(now time.Duration) Record {
 	}
 }
 
-// completed returns r, the record of key, completed with resp: key,
+// completed returns r, the record of key, completed with a response of
+// status, header fields encoded by encodeHeader, and body: key,
 // fingerprint, header and body copied into one string, and key returned as
 // a substring of it, for the map to hold in place of the caller's.
-func (r *memRecord) completed(key string, resp *Response) (string, memRecord) {
+func (r *memRecord) completed(key string, status int, header, body []byte) (string, memRecord) {
 	fingerprint := r.fingerprint()
 	var data strings.Builder
-	data.Grow(len(key) + len(fingerprint) + encodedLen(resp.Header) + len(resp.Body))
+	data.Grow(len(key) + len(fingerprint) + len(header) + len(body))
 	data.WriteString(key)
 	data.WriteString(fingerprint)
-	headAt := data.Len()
-	for name, values := range resp.Header {
-		for _, v := range values {
-			writeField(&data, name)
-			writeField(&data, v)
-		}
-	}
-	bodyAt := data.Len()
-	data.Write(resp.Body)
+	data.Write(header)
+	data.Write(body)
 	all := data.String() // the Builder's own bytes, not a copy
+	headAt := len(key) + len(fingerprint)
 	return all[:len(key)], memRecord{
-		state: StateCompleted, fence: r.fence, status: resp.Status,
-		data: all, fpAt: len(key), headAt: headAt, bodyAt: bodyAt,
+		state: StateCompleted, fence: r.fence, status: status,
+		data: all, fpAt: len(key), headAt: headAt, bodyAt: headAt + len(header),
 	}
 }
 
-// encodedLen is how many bytes writeField needs for header.
-func encodedLen(header http.Header) int {
-	n := 0
+// encodeHeader appends header's fields to buf, each name and value as
+// appendField writes it. Names without values are left out.
+func encodeHeader(buf []byte, header http.Header) []byte {
 	for name, values := range header {
-		n += len(values) * (fieldLen(name) + 4)
 		for _, v := range values {
-			n += len(v)
+			buf = appendField(appendField(buf, name), v)
 		}
 	}
-	return n
+	return buf
 }
 
 // decode sets r.resp from r's data, once, for every later duplicate to
@@ -167,16 +161,13 @@ func decodedSize(header http.Header, bodyLen int) int {
 	return exact + exact/8 // allocation size classes round up by as much
 }
 
-// fieldLen is how many bytes writeField writes for s.
-func fieldLen(s string) int { return 4 + len(s) }
-
-// writeField writes s to b, preceded by its length as four bytes,
+// appendField appends s to buf, preceded by its length as four bytes,
 // little-endian. A header field is its name then its value; the fields of
 // one name are adjacent, in the order of its values.
-func writeField(b *strings.Builder, s string) {
+func appendField(buf []byte, s string) []byte {
 	n := len(s)
-	b.Write([]byte{byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24)})
-	b.WriteString(s)
+	buf = append(buf, byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
+	return append(buf, s...)
 }
 
 // cutField returns the first field of enc and the rest.
