@@ -89,3 +89,13 @@ func TestFingerprintSHA256InTheMiddleware(t *testing.T) {
 	assert.Equal(t, http.StatusUnprocessableEntity, post(`{"amount":2}`).Code)
 	assert.Equal(t, 1, runs)
 }
+
+// TestFingerprintSHA256KeepsTheEarlierDefault pins FingerprintSHA256 to the
+// values the SHA-256 default gave before XXH64 replaced it (computed at
+// commit b1bf09a), so that records made then still replay.
+func TestFingerprintSHA256KeepsTheEarlierDefault(t *testing.T) {
+	r, body := fingerprintCase{http.MethodPost, "/payments?x=1", "application/json", `{"amount":1}`}.request()
+	assert.Equal(t, "6ea0a457b6467a45406feeaf5ecb0fe0e10d36d97399105494f7c903c94162c7", idempotency.FingerprintSHA256(r, body))
+	r, body = fingerprintCase{http.MethodPatch, "/p", "", ""}.request()
+	assert.Equal(t, "e1be339e342ea959f159b2bbbddcc9f893c73f820fcf6c35d294817d241798eb", idempotency.FingerprintSHA256(r, body))
+}

@@ -100,7 +100,6 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	c := &call{}
-	defer c.body.release()
 	err = c.body.read(r, m.maxBodyBytes)
 	switch {
 	case errors.Is(err, errBodyTooLarge):

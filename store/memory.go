@@ -194,8 +194,9 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	done := r
 	done.state, done.token = StateUnreplayable, ""
 	if resp != nil && m.fits(len(header)+len(resp.Body)) {
-		// The map's key is replaced by the copy in the record's data:
-		// assigning to an existing key would keep the caller's string.
+		// The map's key is replaced by the copy in the record's data.
+		// Assigning to an existing key replaces the key string in some
+		// maps and not in others (a large map keeps it), so delete first.
 		delete(m.records, key)
 		key, done = r.completed(key, resp.Status, header, resp.Body)
 		m.bytes += done.size()

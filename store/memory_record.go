@@ -11,10 +11,12 @@ import (
 //
 // A completed record keeps everything in one string, data: its key, its
 // fingerprint, its header fields (each as in appendField) and its body.
-// The map's key for it is a substring of data too, so the record's memory
-// is a single object without pointers inside, which the garbage collector
-// marks without scanning: a store of many records costs each collection
-// little. In flight, and when done without a response, data is the
+// Complete makes the map's key for it a substring of data too, so the
+// record's memory is a single object without pointers inside, which the
+// garbage collector marks without scanning: a store of many records costs
+// each collection little. (The first duplicate's decode assigns the record
+// again, which may put the duplicate's key string in the map instead;
+// nothing depends on which string the map holds.) In flight, and when done without a response, data is the
 // fingerprint alone.
 //
 // data, and the decoded response, are never written after they are built,
