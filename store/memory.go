@@ -134,8 +134,10 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 		}
 		if r.decode() && m.bytes+r.decoded <= m.maxBytes {
 			// Kept for every later duplicate, and counted; a store at
-			// its byte cap decodes for each duplicate instead.
-			m.records[key] = r
+			// its byte cap decodes for each duplicate instead. Assigned
+			// under the record's own copy of key: assigning replaces
+			// the map's key string, which must not become the caller's.
+			m.records[r.key()] = r
 			m.bytes += r.decoded
 		}
 		m.mu.Unlock()
@@ -194,10 +196,8 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	done := r
 	done.state, done.token = StateUnreplayable, ""
 	if resp != nil && m.fits(len(header)+len(resp.Body)) {
-		// The map's key is replaced by the copy in the record's data.
-		// Assigning to an existing key replaces the key string in some
-		// maps and not in others (a large map keeps it), so delete first.
-		delete(m.records, key)
+		// Assigning to an existing key replaces the map's key string:
+		// the map then holds the copy in the record's data.
 		key, done = r.completed(key, resp.Status, header, resp.Body)
 		m.bytes += done.size()
 	}

@@ -11,12 +11,10 @@ import (
 //
 // A completed record keeps everything in one string, data: its key, its
 // fingerprint, its header fields (each as in appendField) and its body.
-// Complete makes the map's key for it a substring of data too, so the
+// The map's key for it is a substring of data too (see key), so the
 // record's memory is a single object without pointers inside, which the
 // garbage collector marks without scanning: a store of many records costs
-// each collection little. (The first duplicate's decode assigns the record
-// again, which may put the duplicate's key string in the map instead;
-// nothing depends on which string the map holds.) In flight, and when done without a response, data is the
+// each collection little. In flight, and when done without a response, data is the
 // fingerprint alone.
 //
 // data, and the decoded response, are never written after they are built,
@@ -44,6 +42,12 @@ func inFlight(fingerprint, token string, fence int64, expires time.Duration) mem
 		data: fingerprint, headAt: n, bodyAt: n,
 	}
 }
+
+// key returns the copy of its key that a completed record holds, under
+// which the map must hold it (assigning to a key replaces the map's key
+// string with the one given), or "" for a record in flight or done without
+// a response, which the map holds under the caller's key.
+func (r *memRecord) key() string { return r.data[:r.fpAt] }
 
 // fingerprint returns the fingerprint of the request that claimed r.
 func (r *memRecord) fingerprint() string { return r.data[r.fpAt:r.headAt] }

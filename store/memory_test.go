@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -407,4 +408,35 @@ func TestMemoryDecodedEstimateCoversTheHeap(t *testing.T) {
 			require.LessOrEqual(t, held, counted)
 		})
 	}
+}
+
+// TestMemoryKeepsNoCallerString: a completed record keeps no string the
+// caller passed: not the key of the Complete (nor of the Claim before it),
+// nor, once it has decoded the response, that of a duplicate's Claim. Each
+// key here is a substring of a 1 MiB string, so keeping one keeps a MiB;
+// the records themselves hold a few hundred bytes each. The test is not
+// parallel, so nothing else allocates while it measures.
+func TestMemoryKeepsNoCallerString(t *testing.T) {
+	const n, mib = 40, 1 << 20
+	keyIn := func(i int) string { return (fmt.Sprintf("key-%03d-", i) + strings.Repeat("k", mib))[:64] }
+	m := store.NewMemory()
+	requireHeld := func(before uint64, what string) {
+		t.Helper()
+		held := int(heapInUse() - before)
+		require.Less(t, held, n*mib/4, "%d records hold %d bytes: the keys of %s are kept", n, held, what)
+	}
+	before := heapInUse()
+	for i := range n {
+		owner := mustClaim(t, m, keyIn(i), lease)
+		resp := &store.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte("{}")}
+		require.NoError(t, m.Complete(t.Context(), keyIn(i), owner, resp, retention))
+	}
+	requireHeld(before, "the claims or completes")
+	for i := range n {
+		rec, ok := claim(t, m, keyIn(i), lease) // a duplicate: decodes and keeps the response
+		require.False(t, ok)
+		require.Equal(t, "{}", string(rec.Response.Body))
+	}
+	requireHeld(before, "the duplicates")
+	runtime.KeepAlive(m)
 }
