@@ -545,6 +545,7 @@ func TestRecorderHeaderSnapshot(t *testing.T) {
 // released Recorder no longer shows its own.
 func TestRecorderReleasedSnapshotIsReused(t *testing.T) {
 	headers := []http.Header{
+		{"X-Nil": nil, "X-Empty": {}}, // first, while the pool's value array is still nil
 		{"X-First": {"1", "2"}, "X-Gone": {"g"}, "Content-Type": {"text/plain"}},
 		{"X-Second": {"3"}, "X-Nil": nil, "X-Empty": {}},
 		{},

@@ -31,8 +31,8 @@ func takeSnapshot(h http.Header) *snapshot {
 	s := snapshots.Get().(*snapshot)
 	values := s.values[:0]
 	for name, vv := range h {
-		if vv == nil {
-			s.header[name] = nil
+		if len(vv) == 0 {
+			s.header[name] = vv[:0:0] // nil stays nil, empty stays empty
 			continue
 		}
 		start := len(values)

@@ -121,30 +121,33 @@ func encodeHeader(buf []byte, header http.Header) []byte {
 
 // decode sets r.resp from r's data, once, for every later duplicate to
 // share: a hot key's replays then cost no copy at all. The header's names
-// and values are substrings of data; the body is a copy, capped, so an
-// append by a caller copies again instead of writing into the store's
-// memory. It sets r.decoded to an estimate of the memory the decoded
-// response adds, and reports whether it changed r (a completed record not
-// decoded before).
+// and values are substrings of one copy of the encoded header, not of data:
+// a value that outlives the record (a connection's HPACK table keeps the
+// values it sends) then keeps a few bytes alive, not the whole record. The
+// body is a copy too, capped, so an append by a caller copies again instead
+// of writing into the store's memory. It sets r.decoded to an estimate of
+// the memory the decoded response adds, and reports whether it changed r
+// (a completed record not decoded before).
 func (r *memRecord) decode() bool {
 	if r.state != StateCompleted || r.resp != nil {
 		return false
 	}
 	body := []byte(r.data[r.bodyAt:])
-	header := decodeHeader(r.data[r.headAt:r.bodyAt])
+	encoded := strings.Clone(r.data[r.headAt:r.bodyAt])
+	header := decodeHeader(encoded)
 	r.resp = &Response{Status: r.status, Header: header, Body: body[:len(body):len(body)]}
-	r.decoded = decodedSize(header, len(body))
+	r.decoded = decodedSize(header, len(encoded)+len(body))
 	return true
 }
 
 // decodedSize estimates, from above, the memory a decoded response with
-// header and a body of bodyLen bytes holds: the Response and the map's
-// header, the map's slots (one group of eight for up to eight names;
-// beyond that, groups for a power of two of slots at least eight sevenths
-// of the names, and the table that holds them), a string header per value,
-// and the body's copy; plus an eighth, which the allocator's size classes
-// may add.
-func decodedSize(header http.Header, bodyLen int) int {
+// header holds: the Response and the map's header, the map's slots (one
+// group of eight for up to eight names; beyond that, groups for a power of
+// two of slots at least eight sevenths of the names, and the table that
+// holds them), a string header per value, and the copied bytes (the body
+// and the encoded header); plus an eighth, which the allocator's size
+// classes may add.
+func decodedSize(header http.Header, copied int) int {
 	const (
 		base       = 192 // the Response and the map's header, rounded up to allocation sizes
 		groupBytes = 328 // eight slots of a string and a slice, and their control word
@@ -163,7 +166,7 @@ func decodedSize(header http.Header, bodyLen int) int {
 		}
 		slots = capacity/8*groupBytes + tableBytes
 	}
-	exact := base + slots + values*valueSize + bodyLen
+	exact := base + slots + values*valueSize + copied
 	return exact + exact/8 // allocation size classes round up by as much
 }
 

@@ -440,3 +440,24 @@ func TestMemoryKeepsNoCallerString(t *testing.T) {
 	requireHeld(before, "the duplicates")
 	runtime.KeepAlive(m)
 }
+
+// TestMemoryHeaderValueKeepsOnlyItself: a header value a duplicate got
+// (as a connection's HPACK table keeps the values it sent) keeps a few
+// bytes alive after its record is swept, not the record's body.
+func TestMemoryHeaderValueKeepsOnlyItself(t *testing.T) {
+	const body = 8 << 20
+	m := store.NewMemory(store.WithMaxBytes(4 * body))
+	owner := mustClaim(t, m, "k", lease)
+	resp := &store.Response{Status: 200, Header: http.Header{"Etag": {`"v1"`}}, Body: make([]byte, body)}
+	require.NoError(t, m.Complete(t.Context(), "k", owner, resp, short))
+	etag := func() string {
+		rec, _ := claim(t, m, "k", lease)
+		return rec.Response.Header["Etag"][0]
+	}()
+	time.Sleep(pastShort)
+	mustClaim(t, m, "k", lease) // takes over the expired record, dropping it
+	require.Zero(t, store.MemoryBytes(m))
+	held := heapInUse()
+	require.Less(t, held, uint64(body/2), "an ETag value of %d bytes holds %d bytes after its record was dropped", len(etag), held)
+	runtime.KeepAlive(etag)
+}
