@@ -39,7 +39,7 @@ const never = time.Duration(math.MaxInt64)
 // and released as usual. There is nothing to close. A sweep visits every
 // record: while the store is not full that costs O(1) per new key,
 // amortised, but a store kept full (new keys arriving faster than records
-// expire) sweeps the whole map for each new key it lets in, as its records
+// expire) sweeps every record for each new key it lets in, as its records
 // expire one at a time; size WithMaxRecords and the retention so that it is
 // not full in normal running.
 //
@@ -47,20 +47,24 @@ const never = time.Duration(math.MaxInt64)
 // does not fit, even after a sweep, is not stored: its key is completed as
 // done but not replayable, so that its request never runs twice.
 //
-// Complete copies the key, the fingerprint, the header and the body into one
-// string, which the record and the map's key both point into: until a
-// duplicate decodes it, a completed record is one object without pointers
-// inside, which the garbage collector marks without scanning. The first
-// duplicate decodes it (the header, and a copy of the body), and Claim
-// returns that one decoded response to every duplicate, which callers must
-// treat as read-only (see Store.Claim). The decoded response counts against
-// WithMaxBytes too, by an estimate of its size; when it does not fit, each
-// duplicate gets one decoded for it alone. The context arguments are not
-// used: no operation waits for anything but the store's mutex. A Memory is
-// safe for concurrent use and must not be copied after first use.
+// The records lie in one slice, found through a map from a hash of the key
+// to a position in it, which holds no pointers; Complete copies the key,
+// the fingerprint, the header and the body into one string. Until a
+// duplicate decodes it, a completed record is then one object without
+// pointers inside, which the garbage collector marks without scanning, and
+// one pointer to it, which it follows. (The slice does not shrink: it keeps
+// room for the most records the store has held at once, 136 bytes each.)
+// The first duplicate decodes the response (the header, and a copy of the
+// body), and Claim returns that one decoded response to every duplicate,
+// which callers must treat as read-only (see Store.Claim). The decoded
+// response counts against WithMaxBytes too, by an estimate of its size;
+// when it does not fit, each duplicate gets one decoded for it alone. The
+// context arguments are not used: no operation waits for anything but the
+// store's mutex. A Memory is safe for concurrent use and must not be copied
+// after first use.
 type Memory struct {
 	mu       sync.Mutex
-	records  map[string]memRecord
+	records  recordIndex
 	max      int
 	bytes    int // response bytes held by records, live or expired
 	maxBytes int
@@ -99,7 +103,7 @@ func WithMaxBytes(n int) MemoryOption {
 // NewMemory returns an empty in-memory store configured by opts.
 func NewMemory(opts ...MemoryOption) *Memory {
 	m := &Memory{
-		records:  make(map[string]memRecord),
+		records:  newRecordIndex(),
 		max:      defaultMaxRecords,
 		maxBytes: defaultMaxBytes,
 		start:    time.Now(),
@@ -126,32 +130,36 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	}
 	m.mu.Lock()
 	now := m.now()
-	r, ok := m.records[key]
-	if ok && r.expires > now {
+	h := m.records.hash(key)
+	i := m.records.find(h, key)
+	if i >= 0 && m.records.slots[i].expires > now {
+		r := m.records.slots[i]
 		if r.heldBy(Lease{Token: token, Fence: r.fence}) {
 			m.mu.Unlock()
 			return r.owned(now), true, nil
 		}
 		if r.decode() && m.bytes+r.decoded <= m.maxBytes {
 			// Kept for every later duplicate, and counted; a store at
-			// its byte cap decodes for each duplicate instead. Assigned
-			// under the record's own copy of key: assigning replaces
-			// the map's key string, which must not become the caller's.
-			m.records[r.key()] = r
+			// its byte cap decodes for each duplicate instead.
+			m.records.slots[i] = r
 			m.bytes += r.decoded
 		}
 		m.mu.Unlock()
 		return r.view(now), false, nil
 	}
-	if ok {
-		m.bytes -= r.size()
+	if i >= 0 {
+		m.bytes -= m.records.slots[i].size()
 	} else if !m.makeRoom(now) {
 		m.mu.Unlock()
 		return Record{}, false, fmt.Errorf("%w: %d live records", ErrFull, m.max)
 	}
 	m.fence++
-	r = inFlight(fingerprint, token, m.fence, deadline(now, lease))
-	m.records[key] = r
+	r := inFlight(key, fingerprint, token, m.fence, deadline(now, lease))
+	if i >= 0 {
+		m.records.replace(i, r)
+	} else {
+		m.records.insert(h, r)
+	}
 	m.noteExpiry(r.expires)
 	m.mu.Unlock()
 	return r.owned(now), true, nil
@@ -164,14 +172,23 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 func (m *Memory) Renew(_ context.Context, key string, owner Lease, lease time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.records[key]
-	if !ok || !r.heldBy(owner) {
+	i := m.held(key, owner)
+	if i < 0 {
 		return ErrNotOwner
 	}
+	r := &m.records.slots[i]
 	r.expires = deadline(m.now(), lease)
-	m.records[key] = r
 	m.noteExpiry(r.expires)
 	return nil
+}
+
+// held returns the slot of key's record if owner holds it, or -1.
+func (m *Memory) held(key string, owner Lease) int32 {
+	i := m.records.find(m.records.hash(key), key)
+	if i < 0 || !m.records.slots[i].heldBy(owner) {
+		return -1
+	}
+	return i
 }
 
 // Complete implements Store. It returns ErrNotOwner if key is missing,
@@ -189,20 +206,26 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.records[key]
-	if !ok || !r.heldBy(owner) {
+	i := m.held(key, owner)
+	if i < 0 {
 		return ErrNotOwner
 	}
+	r := m.records.slots[i]
 	done := r
 	done.state, done.token = StateUnreplayable, ""
 	if resp != nil && m.fits(len(header)+len(resp.Body)) {
-		// Assigning to an existing key replaces the map's key string:
-		// the map then holds the copy in the record's data.
-		key, done = r.completed(key, resp.Status, header, resp.Body)
+		done = r.completed(resp.Status, header, resp.Body)
 		m.bytes += done.size()
 	}
 	done.expires = deadline(m.now(), retention)
-	m.records[key] = done
+	if m.records.slots[i].state == 0 {
+		// The sweep that fits made removed the record, whose lease had
+		// ended; its owner has finished all the same, and the key must
+		// not run again.
+		m.records.insert(r.hash, done)
+	} else {
+		m.records.replace(i, done)
+	}
 	m.noteExpiry(done.expires)
 	return nil
 }
@@ -215,12 +238,12 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.records[key]
-	if !ok || !r.heldBy(owner) {
+	i := m.held(key, owner)
+	if i < 0 {
 		return ErrNotOwner
 	}
-	delete(m.records, key)
-	m.bytes -= r.size()
+	m.bytes -= m.records.slots[i].size()
+	m.records.remove(i)
 	return nil
 }
 
@@ -237,11 +260,11 @@ func (m *Memory) noteExpiry(t time.Duration) { m.nextExp = min(m.nextExp, t) }
 // is room for one more record.
 func (m *Memory) makeRoom(now time.Duration) bool {
 	m.inserts++
-	n := len(m.records)
+	n := m.records.n
 	if now >= m.nextExp && (n >= m.max || m.inserts > n/2) {
 		m.sweep(now)
 	}
-	return len(m.records) < m.max
+	return m.records.n < min(m.max, math.MaxInt32) // slots are numbered by int32
 }
 
 // fits reports whether size more response bytes fit under the cap,
@@ -259,13 +282,16 @@ func (m *Memory) fits(size int) bool {
 // sweep deletes every record expired at now and recomputes nextExp.
 func (m *Memory) sweep(now time.Duration) {
 	next := never
-	for k, r := range m.records {
-		if r.expires <= now {
-			delete(m.records, k)
+	for i := range m.records.slots {
+		r := &m.records.slots[i]
+		switch {
+		case r.state == 0: // a free slot
+		case r.expires <= now:
 			m.bytes -= r.size()
-			continue
+			m.records.remove(int32(i))
+		default:
+			next = min(next, r.expires)
 		}
-		next = min(next, r.expires)
 	}
 	m.nextExp = next
 	m.inserts = 0

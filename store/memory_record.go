@@ -6,48 +6,53 @@ import (
 	"time"
 )
 
-// memRecord is one key's record in a Memory store, kept by value in the map
-// so that claiming a new key allocates nothing of its own.
+// memRecord is one key's record in a Memory store, kept by value in the
+// index's slice so that claiming a new key allocates nothing of its own.
 //
 // A completed record keeps everything in one string, data: its key, its
 // fingerprint, its header fields (each as in appendField) and its body.
-// The map's key for it is a substring of data too (see key), so the
-// record's memory is a single object without pointers inside, which the
-// garbage collector marks without scanning: a store of many records costs
-// each collection little. In flight, and when done without a response, data is the
-// fingerprint alone.
+// The record's memory is then a single object without pointers inside,
+// which the garbage collector marks without scanning. In flight, and when
+// done without a response, data is the fingerprint alone and the key is
+// held apart, in callerKey.
 //
 // data, and the decoded response, are never written after they are built,
 // so they may be read after the store's mutex is released.
 type memRecord struct {
-	state   State
-	token   string // in flight only
-	fence   int64
-	expires time.Duration // on the store's monotonic clock
-	status  int
-	data    string
-	fpAt    int       // data[fpAt:headerAt] is the fingerprint
-	headAt  int       // data[headAt:bodyAt] the header fields
-	bodyAt  int       // data[bodyAt:] the body
-	resp    *Response // decoded by the first duplicate, then shared
-	decoded int       // the estimated size of resp
+	state     State  // 0 in a free slot of the index
+	callerKey string // the key, unless data holds it
+	token     string // in flight only
+	fence     int64
+	expires   time.Duration // on the store's monotonic clock
+	status    int
+	data      string
+	fpAt      int       // data[fpAt:headerAt] is the fingerprint
+	headAt    int       // data[headAt:bodyAt] the header fields
+	bodyAt    int       // data[bodyAt:] the body
+	resp      *Response // decoded by the first duplicate, then shared
+	decoded   int       // the estimated size of resp
+	hash      uint64    // the key's hash, for the index
+	next      int32     // the slot of the next record whose key has the same hash, or -1
 }
 
-// inFlight returns a record in flight under token, for a request whose
-// fingerprint is given.
-func inFlight(fingerprint, token string, fence int64, expires time.Duration) memRecord {
+// inFlight returns a record of key in flight under token, for a request
+// whose fingerprint is given.
+func inFlight(key, fingerprint, token string, fence int64, expires time.Duration) memRecord {
 	n := len(fingerprint)
 	return memRecord{
-		state: StateInFlight, token: token, fence: fence, expires: expires,
+		state: StateInFlight, callerKey: key, token: token, fence: fence, expires: expires,
 		data: fingerprint, headAt: n, bodyAt: n,
 	}
 }
 
-// key returns the copy of its key that a completed record holds, under
-// which the map must hold it (assigning to a key replaces the map's key
-// string with the one given), or "" for a record in flight or done without
-// a response, which the map holds under the caller's key.
-func (r *memRecord) key() string { return r.data[:r.fpAt] }
+// key returns r's key: the copy in data of a completed record, or the
+// caller's string.
+func (r *memRecord) key() string {
+	if r.callerKey != "" {
+		return r.callerKey
+	}
+	return r.data[:r.fpAt]
+}
 
 // fingerprint returns the fingerprint of the request that claimed r.
 func (r *memRecord) fingerprint() string { return r.data[r.fpAt:r.headAt] }
@@ -88,23 +93,21 @@ func (r *memRecord) view(now time.Duration) Record {
 	}
 }
 
-// completed returns r, the record of key, completed with a response of
-// status, header fields encoded by encodeHeader, and body: key,
-// fingerprint, header and body copied into one string, and key returned as
-// a substring of it, for the map to hold in place of the caller's.
-func (r *memRecord) completed(key string, status int, header, body []byte) (string, memRecord) {
-	fingerprint := r.fingerprint()
+// completed returns r completed with a response of status, header fields
+// encoded by encodeHeader, and body: r's key and fingerprint, the header
+// and the body copied into one string.
+func (r *memRecord) completed(status int, header, body []byte) memRecord {
+	key, fingerprint := r.key(), r.fingerprint()
 	var data strings.Builder
 	data.Grow(len(key) + len(fingerprint) + len(header) + len(body))
 	data.WriteString(key)
 	data.WriteString(fingerprint)
 	data.Write(header)
 	data.Write(body)
-	all := data.String() // the Builder's own bytes, not a copy
 	headAt := len(key) + len(fingerprint)
-	return all[:len(key)], memRecord{
+	return memRecord{
 		state: StateCompleted, fence: r.fence, status: status,
-		data: all, fpAt: len(key), headAt: headAt, bodyAt: headAt + len(header),
+		data: data.String(), fpAt: len(key), headAt: headAt, bodyAt: headAt + len(header),
 	}
 }
 

@@ -117,6 +117,23 @@ func TestMemoryLapsedOwnerMayFinish(t *testing.T) {
 	require.Equal(t, store.StateCompleted, rec.State)
 }
 
+// TestMemoryLapsedOwnerFinishesThroughASweep: the owner of a lapsed lease
+// completes its key even when the sweep that its Complete makes, to find
+// room for the response, removes the record: the key is done (here not
+// replayable, the response being too large still), never free to run
+// again.
+func TestMemoryLapsedOwnerFinishesThroughASweep(t *testing.T) {
+	t.Parallel()
+	m := store.NewMemory(store.WithMaxBytes(100))
+	owner := mustClaim(t, m, "k", short)
+	time.Sleep(pastShort)
+	require.NoError(t, m.Complete(t.Context(), "k", owner, &store.Response{Status: http.StatusOK, Body: make([]byte, 101)}, retention))
+	rec, ok := claim(t, m, "k", lease)
+	require.False(t, ok, "the key is done")
+	require.Equal(t, store.StateUnreplayable, rec.State)
+	require.Equal(t, 1, store.MemoryLen(m))
+}
+
 func TestMemoryFullOfLiveRecords(t *testing.T) {
 	t.Parallel()
 	m := store.NewMemory(store.WithMaxRecords(3))
