@@ -6,9 +6,10 @@ import "hash/maphash"
 // records live in one slice; a map takes a 64-bit hash of a key to the slot
 // of the first record with that hash, and records whose keys share a hash
 // are chained through their next slots. The map holds no pointers, so the
-// garbage collector never scans it, and the slice holds one pointer per
-// completed record (its data): a store of many records costs each
-// collection little.
+// garbage collector never scans it; it scans the slice, whose slots have
+// four pointer fields, of which a completed record sets one (its data): a
+// store of many records costs each collection one pointer to follow per
+// record.
 type recordIndex struct {
 	hash  func(key string) uint64
 	first map[uint64]int32 // a key's hash: the slot of the first record with it
