@@ -140,9 +140,9 @@ func WithRoute(route func(*http.Request) string) Option {
 // WithFingerprint replaces the request fingerprint, the hash that tells a
 // true retry from a different request reusing a key. It gets the request
 // and its whole body, canonicalised first if WithCanonicalJSON is set,
-// which it must not change. Defaults to Fingerprint (XXH64 of
-// method, path with query, Content-Type and body); FingerprintSHA256 is the
-// same with SHA-256.
+// which it must not change. Defaults to Fingerprint (XXH64 of method, path
+// with query, Content-Type and body); FingerprintSHA256 is the same with
+// SHA-256.
 func WithFingerprint(fingerprint func(r *http.Request, body []byte) string) Option {
 	if fingerprint == nil {
 		panic("idempotency: WithFingerprint expects a non-nil function")

@@ -63,7 +63,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	default:
 		m.complete(r, c.key, owner, m.storedResponse(r, rec))
 	}
-	rec.Release() // the store has encoded the header it was given
+	rec.Release() // the store has copied what it keeps of the response
 }
 
 // released reports whether a response with status, written for r, frees

@@ -219,7 +219,7 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	}
 	done.expires = deadline(m.now(), retention)
 	if m.records.slots[i].state == 0 {
-		// The sweep that fits made removed the record, whose lease had
+		// fits swept, and the sweep removed the record, whose lease had
 		// ended; its owner has finished all the same, and the key must
 		// not run again.
 		m.records.insert(r.hash, done)
