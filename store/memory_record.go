@@ -26,7 +26,7 @@ type memRecord struct {
 	expires   time.Duration // on the store's monotonic clock
 	status    int
 	data      string
-	fpAt      int       // data[fpAt:headerAt] is the fingerprint
+	fpAt      int       // data[fpAt:headAt] is the fingerprint
 	headAt    int       // data[headAt:bodyAt] the header fields
 	bodyAt    int       // data[bodyAt:] the body
 	resp      *Response // decoded by the first duplicate, then shared
