@@ -68,16 +68,21 @@ type middleware struct {
 	leases leaseKeeper
 }
 
-// call is one protected request on its way through the middleware. Its
-// parts share one allocation: the buffered body, and for a request that
-// claims its key, the recorder and the lease the handler runs under.
+// call is one protected request on its way through the middleware, with
+// its buffered body in the same allocation.
 type call struct {
 	key         string // storage key: scope, method, route and client key
 	fingerprint string
 	waiting     bool // the key was found in flight, and the request waits (WithWait)
 	body        bufferedBody
-	rec         httpx.Recorder
-	lease       heldLease
+}
+
+// handlerRun is what the handler of a request that claimed its key runs
+// under, in one allocation made only then (a replay needs neither): the
+// recorder of its response and the lease it holds.
+type handlerRun struct {
+	rec   httpx.Recorder
+	lease heldLease
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -27,12 +27,13 @@ import (
 //     key done but not replayable;
 //   - any other response is stored for replay.
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner store.Lease, claimedAt time.Time) {
-	rec := &c.rec
+	under := &handlerRun{}
+	rec := &under.rec
 	rec.Reset(w, m.maxResponseBytes)
 	if r.Method == http.MethodHead {
 		rec.ForHead()
 	}
-	lease := &c.lease
+	lease := &under.lease
 	m.leases.keep(lease, r, c.key, owner, claimedAt)
 	finished := false
 	defer func() {
