@@ -12,16 +12,14 @@ const replayedHeader = "Idempotent-Replayed"
 // replay writes a stored response: its status, its replayable headers and
 // its body, plus Idempotent-Replayed: true. Headers are checked again here,
 // in case another process with a longer allow-list stored the record. The
-// header values are copied, all into one array with the replay mark,
-// because the store may share its response with every duplicate and a
-// middleware outside this one may change the values it finds in w.Header()
-// in place.
+// header values are copied, because the store may share its response with
+// every duplicate and a middleware outside this one may change the values
+// it finds in w.Header() in place: into one array with the replay mark,
+// sized for one value a name (the header map is walked once; a name with
+// more values grows the array, and the values copied before stay where
+// they are, copies all the same).
 func (m *middleware) replay(w http.ResponseWriter, resp *store.Response) {
-	n := 0
-	for _, values := range resp.Header {
-		n += len(values)
-	}
-	copies := make([]string, 0, n+1)
+	copies := make([]string, 0, len(resp.Header)+1)
 	h := w.Header()
 	for name, values := range resp.Header {
 		switch {
