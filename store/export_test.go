@@ -5,7 +5,7 @@ package store
 func MemoryLen(m *Memory) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.records.n
+	return m.records.len()
 }
 
 // MemoryBytes reports the response bytes m counts against WithMaxBytes.

@@ -260,11 +260,11 @@ func (m *Memory) noteExpiry(t time.Duration) { m.nextExp = min(m.nextExp, t) }
 // is room for one more record.
 func (m *Memory) makeRoom(now time.Duration) bool {
 	m.inserts++
-	n := m.records.n
+	n := m.records.len()
 	if now >= m.nextExp && (n >= m.max || m.inserts > n/2) {
 		m.sweep(now)
 	}
-	return m.records.n < min(m.max, math.MaxInt32) // slots are numbered by int32
+	return m.records.len() < min(m.max, math.MaxInt32) // slots are numbered by int32
 }
 
 // fits reports whether size more response bytes fit under the cap,

@@ -15,7 +15,6 @@ type recordIndex struct {
 	first map[uint64]int32 // a key's hash: the slot of the first record with it
 	slots []memRecord      // records; a free slot is the zero memRecord
 	free  []int32          // free slots, to be reused before the slice grows
-	n     int              // records held
 }
 
 // newRecordIndex returns an empty index hashing keys with a random seed.
@@ -56,7 +55,6 @@ func (x *recordIndex) insert(h uint64, r memRecord) {
 	}
 	x.slots[i] = r
 	x.first[h] = i
-	x.n++
 }
 
 // replace puts r, a record of the same key, in slot i.
@@ -83,5 +81,7 @@ func (x *recordIndex) remove(i int32) {
 	}
 	x.slots[i] = memRecord{} // a free slot keeps no strings alive
 	x.free = append(x.free, i)
-	x.n--
 }
+
+// len returns how many records the index holds: every slot not free.
+func (x *recordIndex) len() int { return len(x.slots) - len(x.free) }

@@ -21,7 +21,7 @@ func TestRecordIndexChainsKeysWithOneHash(t *testing.T) {
 	}
 	requireFound := func(present ...string) {
 		t.Helper()
-		require.Equal(t, len(present), x.n)
+		require.Equal(t, len(present), x.len())
 		for _, key := range present {
 			i := x.find(x.hash(key), key)
 			require.GreaterOrEqual(t, i, int32(0), "%q is found", key)
@@ -47,7 +47,7 @@ func TestRecordIndexChainsKeysWithOneHash(t *testing.T) {
 	x.remove(x.find(7, "d"))
 	x.remove(x.find(7, "f"))
 	require.Empty(t, x.first, "no chain is left")
-	require.Zero(t, x.n)
+	require.Zero(t, x.len())
 }
 
 // TestMemorySurvivesHashCollisions runs the store's life cycle (claim,
