@@ -96,10 +96,11 @@ func recordable(status int) bool {
 // storedResponse is the replayable part of what the handler wrote for r:
 // status, allow-listed headers and body.
 func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) *store.Response {
-	status, header := rec.Status(), rec.HeaderSnapshot()
+	status, header := rec.Status(), rec.SentHeader()
 	if status == 0 {
-		// Nothing written: net/http sends 200 with the headers as they are.
-		status, header = http.StatusOK, rec.Header().Clone()
+		// Nothing written: net/http sends 200 with the header map as it
+		// is, which toStore must not filter in place.
+		status, header = http.StatusOK, header.Clone()
 	}
 	return m.toStore(r, status, header, rec.Body())
 }

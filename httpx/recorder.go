@@ -364,10 +364,17 @@ func (r *Recorder) CutShort() bool {
 // handler added no trailers. Call it once the handler has returned:
 // trailers may be set until then.
 func (r *Recorder) Replayable() bool {
-	sent := r.header
-	if r.status == 0 {
-		sent = r.Header() // nothing written: net/http sends the map as it is
-	}
 	return !r.overflowed && !r.flushed && !r.hijacked && !r.cutShort &&
-		!addsTrailers(r.outerTrailers, sent, r.Header())
+		!addsTrailers(r.outerTrailers, r.SentHeader(), r.Header())
+}
+
+// SentHeader returns the headers the client is sent, as Held's does: the
+// snapshot taken when the status was written or, if the handler wrote
+// nothing, the header map as it is (net/http sends it with the 200 it
+// implies). That map is the wrapped writer's own: copy it to keep it.
+func (r *Recorder) SentHeader() http.Header {
+	if r.status == 0 {
+		return r.Header()
+	}
+	return r.header
 }
