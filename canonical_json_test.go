@@ -2,9 +2,15 @@ package idempotency
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -47,4 +53,239 @@ func TestCanonicalJSONRefusesDeepBodiesCheaply(t *testing.T) {
 	require.Equal(t, body, canonicalJSON(r, body))
 	allocs := testing.AllocsPerRun(3, func() { canonicalJSON(r, body) })
 	require.Less(t, allocs, 1000.0, "allocations to refuse a body nested %d deep", depth)
+}
+
+// encodingJSONCanonical is the canonical form as encoding/json gives it,
+// which canonicalJSON must match byte for byte (stored fingerprints depend
+// on it): the body decoded whole, numbers as json.Number, and encoded
+// again; or the body unchanged if it is not exactly one JSON value or
+// decoding would not keep it whole (a member named twice, so the decoded
+// objects hold fewer members than the body has name separators, or
+// U+FFFD in a decoded string or name).
+func encodingJSONCanonical(body []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return body
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return body
+	}
+	members, ok := decodedMembers(v)
+	if !ok || members != nameSeparators(body) {
+		return body
+	}
+	canonical, err := json.Marshal(v)
+	if err != nil {
+		return body
+	}
+	return canonical
+}
+
+// decodedMembers counts the object members in v at every depth, and
+// reports false if a string or name in v holds U+FFFD.
+func decodedMembers(v any) (int, bool) {
+	n, ok := 0, true
+	switch v := v.(type) {
+	case map[string]any:
+		for name, member := range v {
+			m, memberOK := decodedMembers(member)
+			n, ok = n+1+m, ok && memberOK && !strings.ContainsRune(name, utf8.RuneError)
+		}
+	case []any:
+		for _, element := range v {
+			m, elementOK := decodedMembers(element)
+			n, ok = n+m, ok && elementOK
+		}
+	case string:
+		ok = !strings.ContainsRune(v, utf8.RuneError)
+	}
+	return n, ok
+}
+
+// nameSeparators counts the colons outside strings in body, valid JSON.
+func nameSeparators(body []byte) int {
+	n, inString, escaped := 0, false, false
+	for _, c := range body {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case c == ':' && !inString:
+			n++
+		}
+	}
+	return n
+}
+
+// canonicalSeeds are bodies at the edges of what canonicalJSON accepts.
+var canonicalSeeds = []string{
+	`{ "b" : [1, {"d":2, "c":"x:y"}], "a" : "q\"uote:" }`, `[]`, `{}`, ` [ {} , [ ] ] `,
+	`-0`, `1e999`, `0.5E-3`, `1E+2`, `01`, `1.`, `.5`, `-`, `1e`, `+1`, `[1,]`, `{"a":1,}`,
+	`"\ud83d\ude00"`, `"\ud83d"`, `"\ude00"`, `"\ud83d\u0041"`, `"\ud83dx"`, `"\uD83D\uDE00"`,
+	`{"a":1,"\u0061":2}`, `{"a":{"b":1,"b":1}}`, `{"a":"\ufffd"}`, `{"\ud800":1}`, "\"\xff\"",
+	"\"\xed\xa0\x80\"", "\"\xef\xbf\xbd\"", `{"a":1}{"a":1}`, `{"a":1}  `, `{"a":1} x`, `{"a":1`,
+	``, ` `, `true`, `tru`, `nul`, `null `, `[true,false,null]`, `"<>&\u2028\u2029"`,
+	"\"\u2028\u2029\"", `"\b\f\n\r\t\/\\\"\u0000\u001f\u007f"`, "\"\x7f\"", "\"a\tb\"", "\"\x1f\"", "\"\x00\"", `"\x"`,
+	`{"é":1,"e":2,"z":3,"É":4}`, `{"b":{"d":[{"f":1,"e":2}],"c":3},"a":4}`, "\ufeff{}", `{"":0}`,
+	`{"a" 1}`, `{1:2}`, `[1 2]`, `"\u12"`, `"\u12G4"`,
+}
+
+// TestCanonicalJSONMatchesEncodingJSON: on every seed, and on thousands of
+// generated bodies (valid JSON with random spacing, escapes, names named
+// twice, numbers in every form), canonicalJSON gives what encoding/json
+// gives.
+func TestCanonicalJSONMatchesEncodingJSON(t *testing.T) {
+	r := jsonRequest()
+	for _, body := range canonicalSeeds {
+		require.Equal(t, string(encodingJSONCanonical([]byte(body))), string(canonicalJSON(r, []byte(body))), "body %q", body)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		body := randomJSON(rng, nil, 0)
+		require.Equal(t, string(encodingJSONCanonical(body)), string(canonicalJSON(r, body)), "body %q", body)
+	}
+}
+
+// TestCanonicalJSONDepthLimit: encoding/json decodes 10000 levels of
+// nesting and not 10001, and so does canonicalJSON.
+func TestCanonicalJSONDepthLimit(t *testing.T) {
+	r := jsonRequest()
+	for _, depth := range []int{maxJSONDepth, maxJSONDepth + 1} {
+		for open, close := range map[string]string{`[ `: ` ]`, `{"a": `: `}`} {
+			body := []byte(strings.Repeat(open, depth) + "0" + strings.Repeat(close, depth))
+			want := encodingJSONCanonical(body)
+			accepted := !bytes.Equal(want, body) // the spaces go
+			require.Equal(t, depth == maxJSONDepth, accepted, "encoding/json accepts %q nested %d deep", open, depth)
+			require.Equal(t, string(want), string(canonicalJSON(r, body)), "%q nested %d deep", open, depth)
+		}
+	}
+}
+
+// FuzzCanonicalJSON: on any body, canonicalJSON gives what encoding/json
+// gives.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, body := range canonicalSeeds {
+		f.Add([]byte(body))
+	}
+	r := jsonRequest()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		want := encodingJSONCanonical(body)
+		if got := canonicalJSON(r, body); !bytes.Equal(got, want) {
+			t.Fatalf("body %q: got %q, encoding/json gives %q", body, got, want)
+		}
+	})
+}
+
+func jsonRequest() *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/", nil)
+	r.Header.Set("Content-Type", "application/json")
+	return r
+}
+
+// randomJSON appends a random JSON value, nested at most five deep, to
+// buf: mostly valid, spaced at random, with names that collide now and
+// then, escapes of every kind, and numbers in every form.
+func randomJSON(rng *rand.Rand, buf []byte, depth int) []byte {
+	space := func() {
+		for rng.IntN(3) == 0 {
+			buf = append(buf, " \t\n\r"[rng.IntN(4)])
+		}
+	}
+	space()
+	switch kind := rng.IntN(6); {
+	case kind == 0 && depth < 5:
+		buf = append(buf, '{')
+		for i := range rng.IntN(5) {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			space()
+			buf = randomJSONString(rng, buf, true)
+			space()
+			buf = append(buf, ':')
+			buf = randomJSON(rng, buf, depth+1)
+		}
+		space()
+		buf = append(buf, '}')
+	case kind == 1 && depth < 5:
+		buf = append(buf, '[')
+		for i := range rng.IntN(5) {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = randomJSON(rng, buf, depth+1)
+		}
+		space()
+		buf = append(buf, ']')
+	case kind == 2:
+		buf = randomJSONString(rng, buf, false)
+	case kind == 3:
+		buf = append(buf, []string{"true", "false", "null"}[rng.IntN(3)]...)
+	default:
+		numbers := []string{"0", "-0", "12", "-3.25", "1e9", "2E-7", "6.02e+23", "1e400", "123456789012345678901234567890"}
+		buf = append(buf, numbers[rng.IntN(len(numbers))]...)
+	}
+	space()
+	return buf
+}
+
+// randomJSONString appends a random JSON string to buf; a name is drawn
+// from few letters, so that names collide, some of them escaped.
+func randomJSONString(rng *rand.Rand, buf []byte, name bool) []byte {
+	pieces := []string{"a", "b", `\u0061`, "é", `\u00e9`, "<", `\/`, `\"`, `\\`, `\n`, `\t`, `\b`,
+		`\u0001`, `\u2028`, "\u2029", "😀", `\ud83d\ude00`, "&", "\x7f", "z"}
+	n := 1 + rng.IntN(4)
+	if name {
+		pieces, n = pieces[:3], 1+rng.IntN(2)
+	}
+	buf = append(buf, '"')
+	for range n {
+		buf = append(buf, pieces[rng.IntN(len(pieces))]...)
+	}
+	return append(buf, '"')
+}
+
+// BenchmarkCanonicalJSON measures canonicalJSON, and encoding/json's way
+// to the same bytes beside it, on a 1 KiB payment (members out of order,
+// spaced) and on three 1 MiB bodies of many small values: an array of
+// spaced zeros, an object of numbered members in reverse order, and an
+// array of objects of two members in reverse order.
+func BenchmarkCanonicalJSON(b *testing.B) {
+	zeros := append(bytes.Repeat([]byte("0, "), 1<<20/3-1), '0')
+	zeros = append(append([]byte{'['}, zeros...), ']')
+	members := []byte{'{'}
+	for i := 80000; len(members) < 1<<20-16; i-- {
+		members = append(members, `"m`...)
+		members = strconv.AppendInt(members, int64(i), 10)
+		members = append(members, `":0,`...)
+	}
+	members = append(members, `"a":0}`...)
+	pairs := append(bytes.Repeat([]byte(`{"b":0,"a":0},`), 1<<20/14-1), `{"b":0,"a":0}`...)
+	pairs = append(append([]byte{'['}, pairs...), ']')
+	payment := []byte(`{"note": "`)
+	payment = append(payment, bytes.Repeat([]byte("x"), 1024-len(payment)-len(`", "currency": "EUR", "amount": 100}`))...)
+	payment = append(payment, `", "currency": "EUR", "amount": 100}`...)
+	r := jsonRequest()
+	for name, body := range map[string][]byte{"payment-1KiB": payment, "zeros-1MiB": zeros, "members-1MiB": members, "pairs-1MiB": pairs} {
+		require.False(b, bytes.Equal(body, encodingJSONCanonical(body)), "%s must be accepted, and changed", name)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				canonicalJSON(r, body)
+			}
+		})
+		b.Run(name+"/encoding-json", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				encodingJSONCanonical(body)
+			}
+		})
+	}
 }
