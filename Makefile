@@ -22,6 +22,7 @@ BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 # take about ten seconds each here.
 FUZZ_KEYS := 100000x
 FUZZ_RECORDER := 4000x
+FUZZ_CANONICAL := 100000x
 
 .PHONY: services test bench
 
@@ -37,6 +38,7 @@ test: services
 	go test -race -count=1 -timeout=30m ./...
 	go test -run='^$$' -fuzz='^FuzzParseKey$$' -fuzztime=$(FUZZ_KEYS) ./httpx
 	go test -run='^$$' -fuzz='^FuzzRecorder$$' -fuzztime=$(FUZZ_RECORDER) ./httpx
+	go test -run='^$$' -fuzz='^FuzzCanonicalJSON$$' -fuzztime=$(FUZZ_CANONICAL) .
 
 bench: services
 	mkdir -p .bench
