@@ -28,11 +28,13 @@ import (
 // fingerprints depend on it. So does the depth limit: a body nested deeper
 // than encoding/json accepts is left as it is.
 //
-// It reads the body in two passes and allocates a few buffers: the output,
-// and for the objects the positions and decoded names of their members,
-// numbered in 32 bits (a body over 2 GiB is left as it is).
+// It reads the body in two passes. Besides the output, it allocates 16
+// bytes for each object of two members or more and 12 for each member of
+// such an object, twice over while the object is read, and the decoded
+// names; positions are 32-bit, so the body must be under 2 GiB, which New
+// makes sure of (see maxCanonicalBody).
 func canonicalJSON(r *http.Request, body []byte) []byte {
-	if !isJSON(r.Header.Get("Content-Type")) || len(body) > math.MaxInt32 {
+	if !isJSON(r.Header.Get("Content-Type")) {
 		return body
 	}
 	c := canonicalizer{in: body}
@@ -41,6 +43,7 @@ func canonicalJSON(r *http.Request, body []byte) []byte {
 	if !ok || skipSpace(body, end) != len(body) {
 		return body
 	}
+	slices.SortFunc(c.objects, func(a, b jsonObject) int { return cmp.Compare(a.start, b.start) })
 	c.out = make([]byte, 0, len(body))
 	c.emit(start)
 	return c.out
@@ -54,17 +57,23 @@ func isJSON(contentType string) bool {
 	return mediaType == "application/json" || strings.HasSuffix(mediaType, "+json")
 }
 
+// maxCanonicalBody is the largest body canonicalJSON can number the
+// positions of; New refuses a larger WithMaxBodyBytes beside
+// WithCanonicalJSON.
+const maxCanonicalBody = math.MaxInt32
+
 // maxJSONDepth is the deepest nesting of objects and arrays that
 // encoding/json decodes, and so canonicalJSON too.
 const maxJSONDepth = 10000
 
 // canonicalizer re-encodes one JSON body. parse checks the body and notes
-// every object and its members; emit then writes the canonical form,
-// reading scalars and arrays from the body again and taking each object's
-// members in the order parse sorted them.
+// every object of two members or more, with its members sorted; emit then
+// writes the canonical form, reading the body again and taking the members
+// of each object parse noted in the order it sorted them (an object of one
+// member or none is in order as it stands).
 type canonicalizer struct {
 	in      []byte
-	objects []jsonObject // in the order they open in the body
+	objects []jsonObject // in the order they close, until canonicalJSON sorts them by start
 	members []jsonMember // each object's members, sorted, object after object
 	open    []jsonMember // the members of the objects parse is inside
 	names   []byte       // every member name, decoded
@@ -108,21 +117,20 @@ func (c *canonicalizer) parse(p, depth int) (int, bool) {
 		return parseWord(c.in, p, "false")
 	case b == 'n':
 		return parseWord(c.in, p, "null")
-	default:
+	default: // a number, or a byte no value starts with, which parseNumber refuses
 		return parseNumber(c.in, p)
 	}
 }
 
 // parseObject parses the object at in[p], which opens depth levels of
-// nesting, notes it and its members, sorted by name, and returns where it
-// ends. An object naming a member twice is refused.
+// nesting, and returns where it ends. It sorts the object's members by
+// name and, if there are two or more, notes the object and them. An object
+// naming a member twice is refused.
 func (c *canonicalizer) parseObject(p, depth int) (int, bool) {
 	if depth > maxJSONDepth {
 		return p, false
 	}
-	at := len(c.objects)
-	c.objects = append(withRoom(c.objects, 1), jsonObject{start: int32(p)})
-	base := len(c.open)
+	start, base := p, len(c.open)
 	p = skipSpace(c.in, p+1)
 	if p < len(c.in) && c.in[p] == '}' {
 		p++
@@ -165,9 +173,12 @@ func (c *canonicalizer) parseObject(p, depth int) (int, bool) {
 			return p, false
 		}
 	}
-	o := &c.objects[at]
-	o.end, o.first, o.count = int32(p), int32(len(c.members)), int32(len(members))
-	c.members = append(withRoom(c.members, len(members)), members...)
+	if len(members) >= 2 {
+		c.objects = append(withRoom(c.objects, 1), jsonObject{
+			start: int32(start), end: int32(p), first: int32(len(c.members)), count: int32(len(members)),
+		})
+		c.members = append(withRoom(c.members, len(members)), members...)
+	}
 	c.open = c.open[:base]
 	return p, true
 }
@@ -202,12 +213,16 @@ func (c *canonicalizer) parseArray(p, depth int) (int, bool) {
 // name returns m's decoded name.
 func (c *canonicalizer) name(m jsonMember) []byte { return c.names[m.nameAt:m.nameEnd] }
 
-// emit appends the canonical form of the value at in[p], which parse has
-// accepted, to out, and returns where the value ends in the body.
+// emit appends the canonical form of the value at in[p] to out, and
+// returns where the value ends in the body. The value must be one parse
+// accepted: emit reads it without checking it again.
 func (c *canonicalizer) emit(p int) int {
 	switch c.in[p] {
 	case '{':
-		i, _ := slices.BinarySearchFunc(c.objects, p, func(o jsonObject, p int) int { return cmp.Compare(int(o.start), p) })
+		i, noted := slices.BinarySearchFunc(c.objects, p, func(o jsonObject, p int) int { return cmp.Compare(int(o.start), p) })
+		if !noted {
+			return c.emitInOrder(p)
+		}
 		o := c.objects[i]
 		c.out = append(c.out, '{')
 		for n, m := range c.members[o.first : o.first+o.count] {
@@ -223,7 +238,7 @@ func (c *canonicalizer) emit(p int) int {
 	case '[':
 		c.out = append(c.out, '[')
 		p = skipSpace(c.in, p+1)
-		for c.in[p] != ']' {
+		for c.in[p] != ']' { // parse saw a comma or the end after each element
 			if c.in[p] == ',' {
 				c.out = append(c.out, ',')
 				p = skipSpace(c.in, p+1)
@@ -246,11 +261,27 @@ func (c *canonicalizer) emit(p int) int {
 	}
 }
 
+// emitInOrder appends the object at in[p], of one member or none, to out
+// as emit does, and returns where it ends.
+func (c *canonicalizer) emitInOrder(p int) int {
+	c.out = append(c.out, '{')
+	p = skipSpace(c.in, p+1)
+	if c.in[p] == '"' {
+		c.scratch, p, _ = decodeString(c.scratch[:0], c.in, p)
+		c.out = appendJSONString(c.out, c.scratch)
+		c.out = append(c.out, ':')
+		p = skipSpace(c.in, skipSpace(c.in, p)+1) // past the colon
+		p = skipSpace(c.in, c.emit(p))
+	}
+	c.out = append(c.out, '}')
+	return p + 1
+}
+
 // withRoom returns s with room for at least n more elements: when it has
 // less, it grows to at least twice its length. append alone grows a large
-// slice by a quarter at a time, so that the arrays it leaves behind add up
-// to about five times the last one; doubling keeps that under twice, which
-// matters for a large body of small values.
+// slice by about a quarter at a time, leaving behind arrays that add up to
+// some four times the last one; doubling leaves less than the last one.
+// That matters for a large body of small values.
 func withRoom[S ~[]E, E any](s S, n int) S {
 	if cap(s)-len(s) >= n {
 		return s
@@ -381,13 +412,15 @@ func decodeEscape(dst, in []byte, p int) ([]byte, int, bool) {
 	}
 	p += 6
 	if utf16.IsSurrogate(r) {
-		low, isEscape := rune(-1), p+1 < len(in) && in[p] == '\\' && in[p+1] == 'u'
-		if isEscape {
-			low, _ = hex4(in, p+2)
+		// Only a high half escaped right before a low half is a character.
+		var low rune
+		if ok = p+1 < len(in) && in[p] == '\\' && in[p+1] == 'u'; ok {
+			low, ok = hex4(in, p+2)
 		}
-		if r = utf16.DecodeRune(r, low); r != utf8.RuneError {
-			p += 6
+		if !ok {
+			return dst, p, false
 		}
+		r, p = utf16.DecodeRune(r, low), p+6 // U+FFFD if not a high and a low half
 	}
 	if r == utf8.RuneError {
 		return dst, p, false
@@ -415,7 +448,8 @@ func unescape(c byte) (byte, bool) {
 	return 0, false
 }
 
-// hex4 reads the four hex digits at in[p:] as a code unit.
+// hex4 reads the four hex digits at in[p:] as a code unit, and reports
+// false if there are not four.
 func hex4(in []byte, p int) (rune, bool) {
 	if p+4 > len(in) {
 		return 0, false

@@ -166,6 +166,16 @@ func TestCanonicalJSONDepthLimit(t *testing.T) {
 	}
 }
 
+// TestCanonicalJSONBodyLimit: New refuses WithCanonicalJSON beside a body
+// limit over 2 GiB, whose positions canonicalJSON could not number, in
+// either order, and takes a limit of 2 GiB less one byte.
+func TestCanonicalJSONBodyLimit(t *testing.T) {
+	require.Panics(t, func() { New(WithCanonicalJSON(), WithMaxBodyBytes(maxCanonicalBody+1)) })
+	require.Panics(t, func() { New(WithMaxBodyBytes(maxCanonicalBody+1), WithCanonicalJSON()) })
+	require.NotPanics(t, func() { New(WithCanonicalJSON(), WithMaxBodyBytes(maxCanonicalBody)) })
+	require.NotPanics(t, func() { New(WithMaxBodyBytes(maxCanonicalBody + 1)) })
+}
+
 // FuzzCanonicalJSON: on any body, canonicalJSON gives what encoding/json
 // gives.
 func FuzzCanonicalJSON(f *testing.F) {
@@ -252,9 +262,9 @@ func randomJSONString(rng *rand.Rand, buf []byte, name bool) []byte {
 
 // BenchmarkCanonicalJSON measures canonicalJSON, and encoding/json's way
 // to the same bytes beside it, on a 1 KiB payment (members out of order,
-// spaced) and on three 1 MiB bodies of many small values: an array of
-// spaced zeros, an object of numbered members in reverse order, and an
-// array of objects of two members in reverse order.
+// spaced) and on four 1 MiB bodies of many small values: arrays of spaced
+// zeros, of objects of two members in reverse order, and of spaced empty
+// objects, and an object of numbered members in reverse order.
 func BenchmarkCanonicalJSON(b *testing.B) {
 	zeros := append(bytes.Repeat([]byte("0, "), 1<<20/3-1), '0')
 	zeros = append(append([]byte{'['}, zeros...), ']')
@@ -267,11 +277,13 @@ func BenchmarkCanonicalJSON(b *testing.B) {
 	members = append(members, `"a":0}`...)
 	pairs := append(bytes.Repeat([]byte(`{"b":0,"a":0},`), 1<<20/14-1), `{"b":0,"a":0}`...)
 	pairs = append(append([]byte{'['}, pairs...), ']')
+	empties := append(bytes.Repeat([]byte(`{}, `), 1<<20/4-1), `{}`...)
+	empties = append(append([]byte{'['}, empties...), ']')
 	payment := []byte(`{"note": "`)
 	payment = append(payment, bytes.Repeat([]byte("x"), 1024-len(payment)-len(`", "currency": "EUR", "amount": 100}`))...)
 	payment = append(payment, `", "currency": "EUR", "amount": 100}`...)
 	r := jsonRequest()
-	for name, body := range map[string][]byte{"payment-1KiB": payment, "zeros-1MiB": zeros, "members-1MiB": members, "pairs-1MiB": pairs} {
+	for name, body := range map[string][]byte{"payment-1KiB": payment, "zeros-1MiB": zeros, "members-1MiB": members, "pairs-1MiB": pairs, "empties-1MiB": empties} {
 		require.False(b, bytes.Equal(body, encodingJSONCanonical(body)), "%s must be accepted, and changed", name)
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -51,6 +51,9 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 				"err", err, "method", r.Method, "path", r.URL.Path)
 		}
 	}
+	if c.canonicalJSON && c.maxBodyBytes > maxCanonicalBody {
+		panic("idempotency: WithCanonicalJSON reads bodies of up to 2 GiB; set WithMaxBodyBytes lower")
+	}
 	c.txStore, _ = c.store.(store.TxStore)
 	if c.fingerprint == nil {
 		c.fingerprint = Fingerprint
