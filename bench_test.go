@@ -90,8 +90,9 @@ const keptBodies = 1 << 15
 // the process must do for a first request, and nothing else: it reads the
 // request body whole into a buffer of its own and hands that to h, and it
 // keeps a copy of h's response body, the last keptBodies of them, as a
-// store keeps records. It is BenchmarkFirstParts/floor, the cost that no
-// design of first can avoid; it does not store, match or replay anything.
+// store keeps records. It is BenchmarkFirstParts/floor, a cost that every
+// design of first pays as well; it does not store, match or replay
+// anything, and it serves one request at a time.
 func keepBodies(h http.Handler) http.Handler {
 	kept := make([]string, keptBodies)
 	next := 0

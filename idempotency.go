@@ -52,7 +52,7 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 		}
 	}
 	if c.canonicalJSON && c.maxBodyBytes > maxCanonicalBody {
-		panic("idempotency: WithCanonicalJSON reads bodies of up to 2 GiB; set WithMaxBodyBytes lower")
+		panic("idempotency: WithCanonicalJSON reads bodies under 2 GiB; set WithMaxBodyBytes lower")
 	}
 	c.txStore, _ = c.store.(store.TxStore)
 	if c.fingerprint == nil {

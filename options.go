@@ -164,8 +164,9 @@ func WithFingerprint(fingerprint func(r *http.Request, body []byte) string) Opti
 // two members or more (on the development machine about 4 µs for a 1 KiB
 // payment, and for 1 MiB of small values 5 to 30 ms and once to nine times
 // the body, the most for many small objects or members), so keep
-// WithMaxBodyBytes no larger than the endpoint needs. New panics if WithMaxBodyBytes is over 2 GiB
-// (math.MaxInt32 bytes) beside this option. Defaults to off.
+// WithMaxBodyBytes no larger than the endpoint needs. Beside this option,
+// New panics if WithMaxBodyBytes is 2 GiB or more (over math.MaxInt32
+// bytes). Defaults to off.
 func WithCanonicalJSON() Option {
 	return func(c *config) { c.canonicalJSON = true }
 }
