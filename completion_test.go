@@ -105,6 +105,26 @@ func TestPanicReleasesTheKeyAndIsReraised(t *testing.T) {
 	require.EqualValues(t, 2, runs.Load())
 }
 
+// TestPanicAfterASuccessReleasesTheKey: a handler that wrote 201 and then
+// panicked is released too (SPEC §4: a panic releases), not recorded: its
+// response was cut short, and the retry runs it again.
+func TestPanicAfterASuccessReleasesTheKey(t *testing.T) {
+	var runs atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "charged")
+		if runs.Add(1) == 1 {
+			panic("after the charge")
+		}
+	})
+	mw := idempotency.New()(h)
+	require.PanicsWithValue(t, "after the charge", func() { post(mw, "k", "{}") })
+	retry := post(mw, "k", "{}")
+	require.Equal(t, http.StatusCreated, retry.StatusCode)
+	require.Empty(t, retry.Header.Get("Idempotent-Replayed"), "the retry runs the handler")
+	require.EqualValues(t, 2, runs.Load())
+}
+
 // cancelOnRead cancels the request's context while the handler reads the
 // body, as a client that disconnects mid-request does.
 type cancelOnRead struct {

@@ -100,3 +100,12 @@ func TestDefaultResponseLimitIsOneMiB(t *testing.T) {
 		require.Equal(t, 1, runs, "size %d", size)
 	}
 }
+
+// TestWithStoreRefusesANilStore: a nil store, or a nil pointer to one,
+// panics when the option is made rather than at the first request.
+func TestWithStoreRefusesANilStore(t *testing.T) {
+	require.Panics(t, func() { idempotency.WithStore(nil) })
+	var never *store.Memory
+	require.Panics(t, func() { idempotency.WithStore(never) })
+	require.NotPanics(t, func() { idempotency.WithStore(store.NewMemory()) })
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -64,14 +65,22 @@ var defaultReplayHeaders = []string{
 }
 
 // WithStore sets where records are kept. Use a shared store (Redis or
-// Postgres) when more than one process serves the routes. Defaults to an
+// Postgres) when more than one process serves the routes. It panics if s
+// is nil, or a nil pointer (a *store.Memory declared but never made, say),
+// which would otherwise fail only at the first request. Defaults to an
 // in-memory store (store.NewMemory with its defaults), which protects one
 // process only.
 func WithStore(s store.Store) Option {
-	if s == nil {
+	if s == nil || isNilPointer(s) {
 		panic("idempotency: WithStore expects a non-nil store")
 	}
 	return func(c *config) { c.store = s }
+}
+
+// isNilPointer reports whether v is a nil pointer of some type.
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // WithMethods sets the HTTP methods the middleware protects; requests with
@@ -154,7 +163,11 @@ func WithFingerprint(fingerprint func(r *http.Request, body []byte) string) Opti
 // whitespace in JSON bodies, so two encodings of one JSON value count as
 // the same request: the fingerprint function (the default or the one given
 // to WithFingerprint) gets the body re-encoded with sorted keys and no
-// insignificant whitespace. Bodies that are not one JSON value, or that
+// insignificant whitespace. A body counts as JSON when the request's
+// Content-Type is application/json or ends in +json; the default
+// fingerprint hashes that header as sent, so two requests whose
+// Content-Type headers differ (a charset parameter, another case) still
+// differ. Bodies that are not one JSON value, or that
 // decoding would change (an object naming a member twice, invalid UTF-8,
 // a lone surrogate escape or U+FFFD, which all decode alike), are passed
 // as they are, so no two different bodies get one canonical form. The
