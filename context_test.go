@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -138,6 +139,45 @@ func TestTimeoutHandlerOutsideRecordsNoCutBody(t *testing.T) {
 		return retry.StatusCode == http.StatusConflict && retry.Header.Get("Retry-After") == ""
 	}, 2*time.Second, 20*time.Millisecond, "once the first run has finished, the retry gets 409 not-replayable")
 	require.EqualValues(t, 1, runs.Load())
+}
+
+// TestTimeoutHandlerOutsideRecordsAWholeSuccess: under an http.TimeoutHandler
+// outside, a handler whose success reached no one but was whole (written
+// in full before the timeout, or a status alone after it) is recorded, as
+// any success after the request's context ended is: the client got the
+// timeout's 503, and its retry is replayed the success instead of running
+// the handler again.
+func TestTimeoutHandlerOutsideRecordsAWholeSuccess(t *testing.T) {
+	for name, pay := range map[string]func(w http.ResponseWriter, r *http.Request){
+		"whole body before the timeout": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Location", "/payments/1")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"id":1}`)
+			<-r.Context().Done()
+		},
+		"status alone after the timeout": func(w http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done()
+			w.Header().Set("Location", "/payments/1")
+			w.WriteHeader(http.StatusCreated)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var runs atomic.Int64
+			charge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				pay(w, r)
+			})
+			srv := httptest.NewServer(http.TimeoutHandler(idempotency.New()(charge), 30*time.Millisecond, "timeout"))
+			defer srv.Close()
+			require.Equal(t, http.StatusServiceUnavailable, postTo(t, srv.URL, "k", "{}").StatusCode, "the timeout handler's answer")
+			require.Eventually(t, func() bool {
+				retry := postTo(t, srv.URL, "k", "{}")
+				return retry.StatusCode == http.StatusCreated && retry.Header.Get("Idempotent-Replayed") == "true" &&
+					retry.Header.Get("Location") == "/payments/1"
+			}, 2*time.Second, 20*time.Millisecond, "once the first run has finished, the retry is replayed its 201")
+			require.EqualValues(t, 1, runs.Load())
+		})
+	}
 }
 
 // TestInterruptedProblemIsReadable: the 503 sent for a handler cut short
