@@ -47,6 +47,8 @@ func canonicalJSON(r *http.Request, body []byte) []byte {
 	return c.out
 }
 
+// isJSON reports whether contentType names JSON: application/json, or a
+// media type ending in +json (application/problem+json, say).
 func isJSON(contentType string) bool {
 	mediaType, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
