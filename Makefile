@@ -2,8 +2,9 @@
 # make test:     services, then gofmt, go mod tidy, go vet, staticcheck, the race-enabled
 #                tests against the real services, and brief fuzz runs.
 # make bench:    every benchmark six times into .bench/new.txt, compared by
-#                benchstat with the previous run, then the store engineers'
-#                side-by-side comparisons with redis-benchmark and pgbench.
+#                benchstat with the previous run, then the middleware's
+#                targets (.ci/bench-middleware) and the stores' side-by-side
+#                comparisons with redis-benchmark and pgbench.
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 
@@ -49,6 +50,6 @@ bench: services
 	else \
 		go run $(BENCHSTAT) .bench/new.txt; \
 	fi
-	for script in .ci/bench-redis .ci/bench-postgres; do \
+	for script in .ci/bench-middleware .ci/bench-redis .ci/bench-postgres; do \
 		if [ -x "$$script" ]; then "$$script"; fi; \
 	done
