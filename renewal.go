@@ -41,8 +41,6 @@ type heldLease struct {
 	key   string
 	owner store.Lease
 
-	running sync.WaitGroup // renewals of this lease in flight
-
 	// Guarded by leaseKeeper.mu:
 	renewedAt time.Time // when the last successful renewal (or the claim) started
 	triedAt   time.Time // when the last renewal started
@@ -64,8 +62,12 @@ func (k *leaseKeeper) keep(l *heldLease, r *http.Request, key string, owner stor
 	}
 }
 
-// stop ends the renewals of l, cancelling any in flight; when it returns,
-// none is running or will run.
+// stop ends the renewals of l: none starts after it returns, and any in
+// flight is cancelled but not waited for. A store that heeds only
+// deadlines (go-redis, waiting for a reply) finishes such a renewal in the
+// background; renew then reports nothing, and the store refuses it if the
+// record has since been completed, released or taken over. So a renewal
+// stuck on a dead connection never holds up the request's response.
 func (k *leaseKeeper) stop(l *heldLease) {
 	k.mu.Lock()
 	delete(k.held, l)
@@ -74,7 +76,6 @@ func (k *leaseKeeper) stop(l *heldLease) {
 	if cancel != nil {
 		cancel()
 	}
-	l.running.Wait()
 }
 
 // watch starts the renewals that are due until no lease is held.
@@ -100,23 +101,21 @@ func (k *leaseKeeper) watch() {
 }
 
 // start starts a renewal of l at now. k.mu must be held, and l held by k,
-// so that stop, which removes l first, waits for it.
+// so that stop, which removes l first, cancels it.
 func (k *leaseKeeper) start(l *heldLease, now time.Time) {
 	if l.ctx == nil {
 		l.ctx, l.cancel = context.WithCancel(detached(l.r))
 	}
 	l.renewals++
 	l.triedAt = now
-	l.running.Add(1)
 	go k.renew(l, now)
 }
 
 // renew asks the store, once, to extend l, giving it up to one lease to
 // answer. It records a success; a lease the store says is lost is no
 // longer renewed and is reported; any other error is reported, and a later
-// wake-up tries again. A renewal cut off by stop reports nothing.
+// wake-up tries again. A renewal that answers after stop reports nothing.
 func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
-	defer l.running.Done()
 	m := k.m
 	ctx, cancel := context.WithDeadline(l.ctx, started.Add(m.lease))
 	err := m.store.Renew(ctx, l.key, l.owner, m.lease)
