@@ -133,7 +133,8 @@ type Response struct {
 	// Status is the HTTP status code.
 	Status int
 	// Header holds the headers to replay: the middleware stores only those
-	// on its allow-list.
+	// on its allow-list. A name without values carries nothing to replay,
+	// and a store may drop it (every store here does).
 	Header http.Header
 	// Body is the whole response body.
 	Body []byte

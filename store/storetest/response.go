@@ -92,12 +92,12 @@ func reversed(b []byte) []byte {
 	return r
 }
 
-// testHeadersRoundTrip: every header name comes back with all its values,
-// in order, byte for byte. Values may be empty, repeat, hold commas,
-// quotes, tabs and spaces, UTF-8, or bytes that are not UTF-8 at all (HTTP
-// allows any byte from 0x80 up), so a backend that encodes headers as JSON
-// text must escape them. A response without headers comes back without
-// headers.
+// testHeadersRoundTrip: every header name that has values comes back with
+// all of them, in order, byte for byte. Values may be empty, repeat, hold
+// commas, quotes, tabs and spaces, UTF-8, or bytes that are not UTF-8 at
+// all (HTTP allows any byte from 0x80 up), so a backend that encodes
+// headers as JSON text must escape them. A response without headers comes
+// back without headers.
 func testHeadersRoundTrip(t *testing.T, s store.Store) {
 	odd := []string{
 		"",

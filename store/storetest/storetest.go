@@ -20,9 +20,10 @@
 //     left counts down; Renew sets the lease's end, sooner or later, and
 //     nothing else moves it.
 //   - Exactly one of many concurrent claims on a key wins.
-//   - Responses round-trip exactly: status, every header name and value
-//     (arbitrary bytes, not only UTF-8), in order, and the body byte for
-//     byte. Complete copies what it keeps: the caller reuses the memory.
+//   - Responses round-trip exactly: status, every header name that has
+//     values and every value (arbitrary bytes, not only UTF-8), in order,
+//     and the body byte for byte. Complete copies what it keeps: the
+//     caller reuses the memory.
 //
 // Timing: the leases and retentions the suite lets expire are 150 or 300
 // ms long, and the suite sleeps well past them (400 or 800 ms) instead of
