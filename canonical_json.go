@@ -132,37 +132,30 @@ func (c *canonicalizer) parseObject(p, depth int) (int, bool) {
 	}
 	start, base := p, len(c.open)
 	p = skipSpace(c.in, p+1)
-	if p < len(c.in) && c.in[p] == '}' {
+	empty := p < len(c.in) && c.in[p] == '}'
+	if empty {
 		p++
-	} else {
-		for {
-			if p >= len(c.in) || c.in[p] != '"' {
-				return p, false
-			}
-			nameAt := len(c.names)
-			var ok bool
-			c.names, p, ok = decodeString(withRoom(c.names, 64), c.in, p) // most names fit in 64 bytes
-			if !ok {
-				return p, false
-			}
-			p = skipSpace(c.in, p)
-			if p >= len(c.in) || c.in[p] != ':' {
-				return p, false
-			}
-			value := skipSpace(c.in, p+1)
-			c.open = append(withRoom(c.open, 1), jsonMember{nameAt: int32(nameAt), nameEnd: int32(len(c.names)), value: int32(value)})
-			if p, ok = c.parse(value, depth); !ok {
-				return p, false
-			}
-			p = skipSpace(c.in, p)
-			if p < len(c.in) && c.in[p] == ',' {
-				p = skipSpace(c.in, p+1)
-				continue
-			}
-			if p < len(c.in) && c.in[p] == '}' {
-				p++
-				break
-			}
+	}
+	for more := !empty; more; {
+		if p >= len(c.in) || c.in[p] != '"' {
+			return p, false
+		}
+		nameAt := len(c.names)
+		var ok bool
+		c.names, p, ok = decodeString(withRoom(c.names, 64), c.in, p) // most names fit in 64 bytes
+		if !ok {
+			return p, false
+		}
+		p = skipSpace(c.in, p)
+		if p >= len(c.in) || c.in[p] != ':' {
+			return p, false
+		}
+		value := skipSpace(c.in, p+1)
+		c.open = append(withRoom(c.open, 1), jsonMember{nameAt: int32(nameAt), nameEnd: int32(len(c.names)), value: int32(value)})
+		if p, ok = c.parse(value, depth); !ok {
+			return p, false
+		}
+		if p, more, ok = c.afterItem(p, '}'); !ok {
 			return p, false
 		}
 	}
@@ -193,20 +186,31 @@ func (c *canonicalizer) parseArray(p, depth int) (int, bool) {
 	if p < len(c.in) && c.in[p] == ']' {
 		return p + 1, true
 	}
-	for {
+	for more := true; more; {
 		var ok bool
 		if p, ok = c.parse(p, depth); !ok {
 			return p, false
 		}
-		p = skipSpace(c.in, p)
-		if p < len(c.in) && c.in[p] == ',' {
-			p = skipSpace(c.in, p+1)
-			continue
+		if p, more, ok = c.afterItem(p, ']'); !ok {
+			return p, false
 		}
-		if p < len(c.in) && c.in[p] == ']' {
-			return p + 1, true
-		}
-		return p, false
+	}
+	return p, true
+}
+
+// afterItem reads what follows a member or an element that ends at in[p]:
+// a comma, after which it returns where the next one starts and more; or
+// close, the end of the object or array, after which it returns where that
+// ends. It reports false if anything else follows.
+func (c *canonicalizer) afterItem(p int, close byte) (next int, more, ok bool) {
+	p = skipSpace(c.in, p)
+	switch {
+	case p < len(c.in) && c.in[p] == ',':
+		return skipSpace(c.in, p+1), true, true
+	case p < len(c.in) && c.in[p] == close:
+		return p + 1, false, true
+	default:
+		return p, false, false
 	}
 }
 
