@@ -14,3 +14,11 @@ func MemoryBytes(m *Memory) int {
 	defer m.mu.Unlock()
 	return m.bytes
 }
+
+// MemoryArena reports the bytes of m's arena chunks (held) and of the
+// record data that lies in them (live).
+func MemoryArena(m *Memory) (held, live int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.arena.held, m.arena.live
+}

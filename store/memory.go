@@ -49,11 +49,18 @@ const never = time.Duration(math.MaxInt64)
 //
 // The records lie in one slice, found through a map from a hash of the key
 // to a position in it, which holds no pointers; Complete copies the key,
-// the fingerprint, the header and the body into one string. Until a
-// duplicate decodes it, a completed record is then one object without
-// pointers inside, which the garbage collector marks without scanning, and
-// one pointer to it, which it follows. (The slice does not shrink: it keeps
-// room for the most records the store has held at once, 136 bytes each.)
+// the fingerprint, the header and the body into one string, in a chunk of
+// 64 KiB shared with the records completed around it (a response over 16
+// KiB gets a chunk of its own). Until a duplicate decodes it, a completed
+// record then has no object of its own: the store allocates once every few
+// dozen responses, and the garbage collector marks a few large objects
+// without pointers inside. A chunk lives while a record lies in it, so
+// that records kept long could keep alive the chunks they shared with
+// records long gone; once the chunks hold more than twice the bytes of the
+// records in them (and four chunks, and 64 bytes a record slot), the store
+// moves the records out of the chunks less than half full. (The slice does
+// not shrink: it keeps room for the most records the store has held at
+// once, 136 bytes each.)
 // The first duplicate decodes the response (the header, and a copy of the
 // body), and Claim returns that one decoded response to every duplicate,
 // which callers must treat as read-only (see Store.Claim). The decoded
@@ -65,6 +72,7 @@ const never = time.Duration(math.MaxInt64)
 type Memory struct {
 	mu       sync.Mutex
 	records  recordIndex
+	arena    arena // the data of completed records
 	max      int
 	bytes    int // response bytes held by records, live or expired
 	maxBytes int
@@ -92,7 +100,9 @@ func WithMaxRecords(n int) MemoryOption {
 // WithMaxBytes caps the bytes of stored responses (bodies and headers, and
 // the decoded copies kept for replay) the store holds. A response that
 // would go over the cap is not stored, and its key is completed as done but
-// not replayable. Defaults to 256 MiB. It panics if n is not positive.
+// not replayable. The chunks the responses lie in may hold up to twice
+// their bytes (see Memory). Defaults to 256 MiB. It panics if n is not
+// positive.
 func WithMaxBytes(n int) MemoryOption {
 	if n <= 0 {
 		panic("store: WithMaxBytes expects n > 0")
@@ -104,6 +114,7 @@ func WithMaxBytes(n int) MemoryOption {
 func NewMemory(opts ...MemoryOption) *Memory {
 	m := &Memory{
 		records:  newRecordIndex(),
+		arena:    newArena(),
 		max:      defaultMaxRecords,
 		maxBytes: defaultMaxBytes,
 		start:    time.Now(),
@@ -148,7 +159,7 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 		return r.view(now), false, nil
 	}
 	if i >= 0 {
-		m.bytes -= m.records.slots[i].size()
+		m.forget(i)
 	} else if !m.makeRoom(now) {
 		m.mu.Unlock()
 		return Record{}, false, fmt.Errorf("%w: %d live records", ErrFull, m.max)
@@ -157,6 +168,7 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	r := inFlight(key, fingerprint, token, m.fence, deadline(now, lease))
 	if i >= 0 {
 		m.records.replace(i, r)
+		m.compactIfWasteful()
 	} else {
 		m.records.insert(h, r)
 	}
@@ -214,7 +226,7 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	done := r
 	done.state, done.token = StateUnreplayable, ""
 	if resp != nil && m.fits(len(header)+len(resp.Body)) {
-		done = r.completed(resp.Status, header, resp.Body)
+		done = r.completed(&m.arena, resp.Status, header, resp.Body)
 		m.bytes += done.size()
 	}
 	done.expires = deadline(m.now(), retention)
@@ -242,7 +254,7 @@ func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
 	if i < 0 {
 		return ErrNotOwner
 	}
-	m.bytes -= m.records.slots[i].size()
+	m.forget(i)
 	m.records.remove(i)
 	return nil
 }
@@ -287,7 +299,7 @@ func (m *Memory) sweep(now time.Duration) {
 		switch {
 		case r.state == 0: // a free slot
 		case r.expires <= now:
-			m.bytes -= r.size()
+			m.forget(int32(i))
 			m.records.remove(int32(i))
 		default:
 			next = min(next, r.expires)
@@ -295,6 +307,32 @@ func (m *Memory) sweep(now time.Duration) {
 	}
 	m.nextExp = next
 	m.inserts = 0
+	m.compactIfWasteful()
+}
+
+// forget lets the record in slot i go, before it is removed or replaced:
+// its response bytes are no longer counted, and its data leaves the arena.
+func (m *Memory) forget(i int32) {
+	r := &m.records.slots[i]
+	m.bytes -= r.size()
+	if r.state == StateCompleted {
+		m.arena.drop(r.chunk, len(r.data))
+	}
+}
+
+// compactIfWasteful compacts the arena when it holds too much for the
+// records in it (see arena): the data of every record in a chunk being
+// evacuated moves to another.
+func (m *Memory) compactIfWasteful() {
+	if !m.arena.wasteful(len(m.records.slots)) || !m.arena.startCompaction() {
+		return
+	}
+	for i := range m.records.slots {
+		r := &m.records.slots[i]
+		if r.state == StateCompleted && m.arena.evacuating(r.chunk) {
+			r.data, r.chunk = m.arena.move(r.data, r.chunk)
+		}
+	}
 }
 
 // deadline returns now+d, saturating instead of overflowing.

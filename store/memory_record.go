@@ -10,11 +10,13 @@ import (
 // index's slice so that claiming a new key allocates nothing of its own.
 //
 // A completed record keeps everything in one string, data: its key, its
-// fingerprint, its header fields (each as in appendField) and its body.
-// The record's memory is then a single object without pointers inside,
-// which the garbage collector marks without scanning. In flight, and when
-// done without a response, data is the fingerprint alone and the key is
-// held apart, in callerKey.
+// fingerprint, its header fields (each as in appendField) and its body,
+// copied into the store's arena, in the chunk numbered chunk. The record
+// then holds no string of the caller's, and its memory lies in a chunk
+// without pointers inside, which the garbage collector marks without
+// scanning. In flight, and when done without a response, data is the
+// fingerprint alone and the key is held apart, in callerKey; neither is in
+// the arena.
 //
 // data, and the decoded response, are never written after they are built,
 // so they may be read after the store's mutex is released.
@@ -33,6 +35,7 @@ type memRecord struct {
 	decoded   int       // the estimated size of resp
 	hash      uint64    // the key's hash, for the index
 	next      int32     // the slot of the next record whose key has the same hash, or -1
+	chunk     int32     // the arena chunk data lies in, if completed
 }
 
 // inFlight returns a record of key in flight under token, for a request
@@ -95,19 +98,14 @@ func (r *memRecord) view(now time.Duration) Record {
 
 // completed returns r completed with a response of status, header fields
 // encoded by encodeHeader, and body: r's key and fingerprint, the header
-// and the body copied into one string.
-func (r *memRecord) completed(status int, header, body []byte) memRecord {
+// and the body copied into one string in a.
+func (r *memRecord) completed(a *arena, status int, header, body []byte) memRecord {
 	key, fingerprint := r.key(), r.fingerprint()
-	var data strings.Builder
-	data.Grow(len(key) + len(fingerprint) + len(header) + len(body))
-	data.WriteString(key)
-	data.WriteString(fingerprint)
-	data.Write(header)
-	data.Write(body)
+	data, chunk := a.add(key, fingerprint, header, body)
 	headAt := len(key) + len(fingerprint)
 	return memRecord{
-		state: StateCompleted, fence: r.fence, status: status,
-		data: data.String(), fpAt: len(key), headAt: headAt, bodyAt: headAt + len(header),
+		state: StateCompleted, fence: r.fence, status: status, chunk: chunk,
+		data: data, fpAt: len(key), headAt: headAt, bodyAt: headAt + len(header),
 	}
 }
 
