@@ -66,22 +66,6 @@ func appendRequestFields(buf []byte, r *http.Request, bodyLen int) []byte {
 	return binary.AppendUvarint(buf, uint64(bodyLen))
 }
 
-// storageKey is the key a record is stored under: scope, method, route and
-// the client's key, each length-prefixed so no two combinations collide,
-// hashed with SHA-256 to a fixed-size string that is safe in any store.
-// Unlike the fingerprint, it keeps callers apart, so it is cryptographic: no
-// key one caller sends can be made to land on another scope's record.
-// Fields that fit are hashed from a buffer on the stack.
-func storageKey(scope, method, route, clientKey string) string {
-	var scratch [256]byte
-	fields := appendFields(scratch[:0], scope, method, route, clientKey)
-	// A zero closes the fields. These bytes must never change: every
-	// stored record would be orphaned, and its duplicates run again.
-	fields = binary.AppendUvarint(fields, 0)
-	sum := sha256.Sum256(fields)
-	return hexString(sum[:])
-}
-
 // hasher is a reusable SHA-256 state with a scratch buffer for the
 // length-prefixed fields.
 type hasher struct {

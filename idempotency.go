@@ -60,7 +60,7 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 	}
 	return func(next http.Handler) http.Handler {
 		m := &middleware{config: c, next: next}
-		m.leases = leaseKeeper{m: m, held: make(map[*heldLease]struct{})}
+		m.leases = leaseKeeper{m: m}
 		return m
 	}
 }
@@ -72,20 +72,23 @@ type middleware struct {
 }
 
 // call is one protected request on its way through the middleware, with
-// its buffered body in the same allocation.
+// its buffered body, and what its handler runs under if it claims its key,
+// in the same allocation.
 type call struct {
 	key         string // storage key: scope, method, route and client key
 	fingerprint string
 	waiting     bool // the key was found in flight, and the request waits (WithWait)
 	body        bufferedBody
+	under       handlerRun // used only if the request claims its key
 }
 
 // handlerRun is what the handler of a request that claimed its key runs
-// under, in one allocation made only then (a replay needs neither): the
-// recorder of its response and the lease it holds.
+// under: the recorder of its response, the lease it holds, and the
+// response stored for replay.
 type handlerRun struct {
-	rec   httpx.Recorder
-	lease heldLease
+	rec    httpx.Recorder
+	lease  heldLease
+	stored store.Response
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {

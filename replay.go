@@ -56,7 +56,7 @@ func (m *middleware) replayable(name string) bool {
 // HTTP/1 request: net/http's HTTP/1 server sniffs only a body it frames
 // itself, so it sent none. (Its HTTP/2 server sniffs either way, as the
 // replay then does.)
-func (m *middleware) toStore(r *http.Request, status int, header http.Header, body []byte) *store.Response {
+func (m *middleware) toStore(r *http.Request, status int, header http.Header, body []byte) store.Response {
 	if _, typed := header["Content-Type"]; !typed && r.ProtoMajor == 1 && header.Get("Transfer-Encoding") != "" {
 		header["Content-Type"] = nil
 	}
@@ -68,5 +68,5 @@ func (m *middleware) toStore(r *http.Request, status int, header http.Header, bo
 			header[name] = []string{""}
 		}
 	}
-	return &store.Response{Status: status, Header: header, Body: body}
+	return store.Response{Status: status, Header: header, Body: body}
 }

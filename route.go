@@ -20,19 +20,30 @@ import (
 // can tell apart.
 func requestPath(r *http.Request) string {
 	sent, _, _ := strings.Cut(r.RequestURI, "?")
-	if scheme, rest, ok := strings.Cut(sent, "://"); ok && !strings.Contains(scheme, "/") {
-		_, path, hasPath := strings.Cut(rest, "/")
-		sent = "/" + path
-		if !hasPath {
-			sent = "/"
-		}
-	}
 	if !strings.HasPrefix(sent, "/") {
+		sent = absoluteFormPath(sent)
+	}
+	switch {
+	case sent == "":
 		return r.URL.Path
+	case !strings.Contains(sent, "%"):
+		return sent // nothing to decode
 	}
 	path, err := url.PathUnescape(sent)
 	if err != nil {
 		return r.URL.Path
 	}
 	return path
+}
+
+// absoluteFormPath returns the path of target, a request target in
+// absolute form (http://host/path), or "/" if it has none after the host;
+// for a target in another form ("*", or an authority alone) it returns "".
+func absoluteFormPath(target string) string {
+	scheme, rest, ok := strings.Cut(target, "://")
+	if !ok || strings.Contains(scheme, "/") {
+		return ""
+	}
+	_, path, _ := strings.Cut(rest, "/")
+	return "/" + path
 }

@@ -27,7 +27,7 @@ import (
 //     key done but not replayable;
 //   - any other response is stored for replay.
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner store.Lease, claimedAt time.Time) {
-	under := &handlerRun{}
+	under := &c.under
 	rec := &under.rec
 	rec.Reset(w, m.maxResponseBytes)
 	if r.Method == http.MethodHead {
@@ -62,7 +62,8 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	case !rec.Replayable():
 		m.complete(r, c.key, owner, nil)
 	default:
-		m.complete(r, c.key, owner, m.storedResponse(r, rec))
+		under.stored = m.storedResponse(r, rec)
+		m.complete(r, c.key, owner, &under.stored)
 	}
 	rec.Release() // the store has copied what it keeps of the response
 }
@@ -95,7 +96,7 @@ func recordable(status int) bool {
 
 // storedResponse is the replayable part of what the handler wrote for r:
 // status, allow-listed headers and body.
-func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) *store.Response {
+func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) store.Response {
 	status, header := rec.Status(), rec.SentHeader()
 	if status == 0 {
 		// Nothing written: net/http sends 200 with the header map as it

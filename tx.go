@@ -64,7 +64,8 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 	}
 	var resp *store.Response
 	if len(held.Body()) <= m.maxResponseBytes && !held.AddsTrailers() {
-		resp = m.toStore(r, held.Status(), held.SentHeader().Clone(), held.Body())
+		stored := m.toStore(r, held.Status(), held.SentHeader().Clone(), held.Body())
+		resp = &stored
 	}
 	if err := tx.Commit(detached(r), resp, m.retention); err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))
