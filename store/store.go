@@ -9,15 +9,34 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"time"
 )
 
+// HashKey returns the SHA-256 of key in hex: 64 bytes from 0-9 and a-f,
+// whatever key's length and bytes. Being cryptographic, it keeps keys
+// apart even against a client that chooses its key to land on another
+// caller's record. The Redis and Postgres stores keep each record under
+// HashKey of its key; the memory store, whose keys never leave the
+// process, keeps the key as it is.
+func HashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
 // Store keeps one record per idempotency key. Every method takes a context
 // first and is safe for concurrent use by many goroutines and, for shared
 // backends, by many processes. Lease and retention expiry are decided on the
 // store's own clock, never the caller's.
+//
+// A key is any string of bytes. The middleware's keys are binary (its
+// fields after their lengths: see the idempotency package) and as long as
+// the client's key, the route and the scope together. A store that keeps
+// keys outside the process, where their length or bytes matter, keeps
+// each under HashKey(key), as the Redis and Postgres stores do.
 type Store interface {
 	// Claim tries to take key for a request whose fingerprint is given,
 	// under the caller's random token, for the lease duration. An empty

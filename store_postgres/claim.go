@@ -168,8 +168,9 @@ func (s *Store) claimOnce(ctx context.Context, db querier, key, fingerprint, tok
 		body          []byte
 		ttl           int64
 	)
-	err := db.QueryRow(ctx, s.sql.claim, []byte(key), []byte(fingerprint), []byte(token), lease.Microseconds(),
-		keyHash(key), exclusive).
+	row := store.HashKey(key)
+	err := db.QueryRow(ctx, s.sql.claim, []byte(row), []byte(fingerprint), []byte(token), lease.Microseconds(),
+		keyHash(row), exclusive).
 		Scan(&held, &claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
 	if serializationFailure(err) {
 		return store.Record{}, false, errStaleSnapshot
@@ -200,9 +201,9 @@ func (s *Store) claimOnce(ctx context.Context, db querier, key, fingerprint, tok
 	return rec, claimed, nil
 }
 
-// keyHash is the low part of key's advisory lock number: the first 64
-// bits of its SHA-256, so that nobody can choose a key whose lock is
-// another key's (see claimSQL).
+// keyHash is the low part of the advisory lock number of a row's key (a
+// store.HashKey): the first 64 bits of its SHA-256, so that nobody can
+// choose a key whose lock is another key's (see claimSQL).
 func keyHash(key string) int64 {
 	sum := sha256.Sum256([]byte(key))
 	return int64(binary.BigEndian.Uint64(sum[:8]))

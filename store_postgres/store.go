@@ -2,7 +2,9 @@
 // pgx v5 connection pool, so that every process sharing the database shares
 // one record per key.
 //
-// Each record is one row keyed by the idempotency key. A claim is a single
+// Each record is one row whose key column holds store.HashKey of the
+// record's key (its SHA-256 in hex: one short length for every key, and
+// nothing of the client's key or scope in the table). A claim is a single
 // INSERT ... ON CONFLICT DO NOTHING statement that also takes over an
 // expired row and otherwise reads the existing one; complete, renew and
 // release are single UPDATE statements conditioned on the owner's

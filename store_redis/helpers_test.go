@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed43327c4c/idempotency/store"
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
 
@@ -106,6 +107,12 @@ func reachable(t testing.TB, client redis.UniversalClient, what string) redis.Un
 }
 
 // newStore returns a store on client with a prefix of its own, and deletes
+// recordKey is the Redis key of key's record in a store with prefix: the
+// layout the package documents, which records already stored keep.
+func recordKey(prefix, key string) string {
+	return prefix + "{" + store.HashKey(key) + "}"
+}
+
 // every key under that prefix when the test ends.
 func newStore(t testing.TB, client redis.UniversalClient, opts ...redisstore.Option) (*redisstore.Store, string) {
 	t.Helper()

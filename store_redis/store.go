@@ -7,12 +7,14 @@
 // so they run on the Redis server's clock. A record lives in two keys that
 // share a hash tag, and so a Cluster slot:
 //
-//	<prefix>{<key>}        hash: state, fingerprint, token, fence, status, header, body
-//	<prefix>{<key>}:lease  the owner's token, expiring with the lease
+//	<prefix>{<hash>}        hash: state, fingerprint, token, fence, status, header, body
+//	<prefix>{<hash>}:lease  the owner's token, expiring with the lease
 //
-// Braces and percent signs in a key are percent-escaped inside the tag, and
-// the empty key is tagged "%", so no key can escape its tag or collide with
-// another.
+// where <hash> is store.HashKey of the key: its SHA-256 in hex. The
+// middleware's keys are binary and as long as the client's key, route and
+// scope; hashed, every key name has one short length and shows nothing of
+// the client's key or scope, no key can hold a brace that would end its
+// tag, and no two keys collide.
 package redisstore
 
 import (
@@ -81,17 +83,10 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	return s
 }
 
-var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
-
-// keys returns the record and lease keys of key. An empty hash tag would
-// make Redis hash each whole key to its own slot, so the empty key gets
-// the tag "%", which no escaped key can equal.
+// keys returns the Redis keys of key's record and lease, which share
+// key's hash as their hash tag.
 func (s *Store) keys(key string) []string {
-	tag := "%"
-	if key != "" {
-		tag = tagEscaper.Replace(key)
-	}
-	record := s.prefix + "{" + tag + "}"
+	record := s.prefix + "{" + store.HashKey(key) + "}"
 	return []string{record, record + ":lease"}
 }
 

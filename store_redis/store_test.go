@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,11 +17,12 @@ import (
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
 
-// TestAwkwardKeys: keys that hold braces or percent signs, or are empty,
-// work on a Cluster (each script's two keys stay in one slot) and never
-// collide with one another, escaped forms included.
+// TestAwkwardKeys: keys that hold braces, percent signs or zero bytes, are
+// empty, or are long work on a Cluster (each script's two keys stay in one
+// slot) and never collide with one another.
 func TestAwkwardKeys(t *testing.T) {
-	keys := []string{"", "{", "}", "}{", "{}", "{a}b", "a{b}", "%", "%7B", "%257B", "%%", "plain"}
+	keys := []string{"", "{", "}", "}{", "{}", "{a}b", "a{b}", "%", "%7B", "%257B", "%%", "plain",
+		"\x00", "\x00\x04POST", strings.Repeat("k", 4096)}
 	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
 		s, _ := newStore(t, client)
 		ctx := t.Context()
@@ -57,19 +59,19 @@ func TestEveryKeyExpires(t *testing.T) {
 
 		ttls := keyTTLs(t, client, prefix)
 		require.Len(t, ttls, 3, "an in-flight record and its lease, and a done record: %v", ttls)
-		lease := ttls[prefix+"{running}:lease"]
+		lease := ttls[recordKey(prefix, "running")+":lease"]
 		assert.Positive(t, lease)
 		assert.LessOrEqual(t, lease, time.Minute)
-		inFlight := ttls[prefix+"{running}"]
+		inFlight := ttls[recordKey(prefix, "running")]
 		assert.Greater(t, inFlight, time.Hour, "an in-flight record outlives its lease")
 		assert.LessOrEqual(t, inFlight, time.Hour+time.Minute)
-		assert.Greater(t, ttls[prefix+"{done}"], time.Hour, "a done record is kept for its retention")
-		assert.LessOrEqual(t, ttls[prefix+"{done}"], 2*time.Hour)
+		assert.Greater(t, ttls[recordKey(prefix, "done")], time.Hour, "a done record is kept for its retention")
+		assert.LessOrEqual(t, ttls[recordKey(prefix, "done")], 2*time.Hour)
 
 		require.NoError(t, s.Release(ctx, "running", rec.Owner))
 		ttls = keyTTLs(t, client, prefix)
 		assert.Len(t, ttls, 2, "Release deletes the lease and keeps the record: %v", ttls)
-		assert.Greater(t, ttls[prefix+"{running}"], time.Hour, "a released record keeps its expiry")
+		assert.Greater(t, ttls[recordKey(prefix, "running")], time.Hour, "a released record keeps its expiry")
 	})
 }
 
@@ -112,7 +114,8 @@ func TestStaleCompleteChangesNothing(t *testing.T) {
 		require.True(t, claimed, "the lapsed lease is taken over")
 		require.Equal(t, stale.Owner.Fence+1, current.Owner.Fence)
 
-		record, lease := prefix+"{pay}", prefix+"{pay}:lease"
+		record := recordKey(prefix, "pay")
+		lease := record + ":lease"
 		before := client.HGetAll(ctx, record).Val()
 		require.Equal(t, map[string]string{"state": "1", "fp": "fp-current", "token": "current", "fence": "2"}, before)
 		require.Equal(t, "current", client.Get(ctx, lease).Val())
@@ -204,7 +207,7 @@ func TestCorruptRecord(t *testing.T) {
 			"bad-header": {"state", "2", "fp", "fp", "fence", "1", "status", "201", "header", "\x05", "body", ""},
 			"no-fence":   {"state", "1", "fp", "fp", "token", "t"},
 		} {
-			require.NoError(t, client.HSet(ctx, prefix+"{"+key+"}", fields...).Err())
+			require.NoError(t, client.HSet(ctx, recordKey(prefix, key), fields...).Err())
 			rec, claimed, err := s.Claim(ctx, key, "fp", "token", time.Minute)
 			require.Error(t, err, key)
 			assert.Regexp(t, `^redisstore: claim: `, err.Error(), key)

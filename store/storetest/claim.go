@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,13 +62,16 @@ func testCompleteNilIsUnreplayable(t *testing.T, s store.Store) {
 }
 
 // testDistinctKeysAreIndependent: keys that differ in any byte are separate
-// records, whatever characters they hold (separators, Redis hash-tag
-// braces, spaces, non-ASCII, a case change, a long key). Completing one key
-// does not touch another.
+// records, whatever bytes they hold (separators, Redis hash-tag braces,
+// spaces, non-ASCII, a case change, zero and other control bytes as in the
+// middleware's keys, a long key). Completing one key does not touch
+// another.
 func testDistinctKeysAreIndependent(t *testing.T, s store.Store) {
 	keys := []string{
 		"a", "A", "ab", "a:b", "a:b:", "{a}", "{a}:b", "a b", "a/b/c?d=e",
 		"POST /payments tenant-7 key-1", "ключ-🔑", strings.Repeat("k", 512),
+		"\x00", "\x00\x00", "\x08tenant-1\x04POST\x09/payments\x03k-1\x00",
+		"\x08tenant-1\x04POST\x09/payments\x03k-2\x00", "\xff\xfe", strings.Repeat("\x01k", 2048),
 	}
 	owners := make([]store.Lease, len(keys))
 	for i, key := range keys {
@@ -89,11 +93,13 @@ func testDistinctKeysAreIndependent(t *testing.T, s store.Store) {
 }
 
 // keyedResponse is a response whose body and header name the key it was
-// stored under.
+// stored under, quoted as Go quotes strings, so that a key's control bytes
+// are not in the header.
 func keyedResponse(key string) *store.Response {
+	quoted := strconv.Quote(key)
 	return &store.Response{
 		Status: http.StatusCreated,
-		Header: http.Header{"X-Key": {key}},
-		Body:   []byte("response for " + key),
+		Header: http.Header{"X-Key": {quoted}},
+		Body:   []byte("response for " + quoted),
 	}
 }
