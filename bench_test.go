@@ -59,8 +59,8 @@ func BenchmarkMiddleware(b *testing.B) {
 // each stored response, and the operating system must supply new pages), a
 // store that keeps nothing (discard), the same without hashing the body
 // (the fingerprint is a constant), the memory store as first runs it,
-// without hashing the body, and the floor under first (see keepBodies). It
-// measures; no test uses discard or keepBodies.
+// without hashing the body, and a reference for first (floor: see
+// keepBodies). It measures; no test uses discard or keepBodies.
 func BenchmarkFirstParts(b *testing.B) {
 	sameFingerprint := idempotency.WithFingerprint(func(*http.Request, []byte) string { return "same" })
 	b.Run("growing", func(b *testing.B) {
@@ -86,13 +86,14 @@ func BenchmarkFirstParts(b *testing.B) {
 // of requests at 6 to 7 µs each.
 const keptBodies = 1 << 15
 
-// keepBodies wraps h in the least that any middleware storing responses in
-// the process must do for a first request, and nothing else: it reads the
-// request body whole into a buffer of its own and hands that to h, and it
-// keeps a copy of h's response body, the last keptBodies of them, as a
-// store keeps records. It is BenchmarkFirstParts/floor, a cost that every
-// design of first pays as well; it does not store, match or replay
-// anything, and it serves one request at a time.
+// keepBodies wraps h in the plainest way of keeping responses in the
+// process, and nothing else: it reads the request body whole into a buffer
+// of its own and hands that to h, and it keeps a copy of h's response
+// body, each in an allocation of its own, the last keptBodies of them, as
+// a store keeps records. It is BenchmarkFirstParts/floor, a reference for
+// first: it does not store by key, match or replay anything, and it serves
+// one request at a time. (The memory store keeps its copies in shared
+// chunks, which costs less than an allocation each.)
 func keepBodies(h http.Handler) http.Handler {
 	kept := make([]string, keptBodies)
 	next := 0

@@ -50,8 +50,9 @@ const never = time.Duration(math.MaxInt64)
 // The records lie in one slice, found through a map from a hash of the key
 // to a position in it, which holds no pointers; Complete copies the key,
 // the fingerprint, the header and the body into one string, in a chunk of
-// 64 KiB shared with the records completed around it (a response over 16
-// KiB gets a chunk of its own). Until a duplicate decodes it, a completed
+// 64 KiB shared with the records completed around it (data over 16 KiB
+// gets a chunk of its own). A key over 63 bytes is kept as its HashKey
+// (see keptKey), so a record holds at most 64 bytes of key. Until a duplicate decodes it, a completed
 // record then has no object of its own: the store allocates once every few
 // dozen responses, and the garbage collector marks a few large objects
 // without pointers inside. A chunk lives while a record lies in it, so
@@ -97,8 +98,9 @@ func WithMaxRecords(n int) MemoryOption {
 	return func(m *Memory) { m.max = n }
 }
 
-// WithMaxBytes caps the bytes of stored responses (bodies and headers, and
-// the decoded copies kept for replay) the store holds. A response that
+// WithMaxBytes caps the bytes of stored responses the store holds: each
+// completed record's key (64 bytes at most, see Memory), fingerprint,
+// header and body, and the decoded copies kept for replay. A response that
 // would go over the cap is not stored, and its key is completed as done but
 // not replayable. The chunks the responses lie in may hold up to twice
 // their bytes (see Memory). Defaults to 256 MiB. It panics if n is not
@@ -139,6 +141,7 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	if token == "" {
 		return Record{}, false, ErrEmptyToken
 	}
+	key = keptKey(key)
 	m.mu.Lock()
 	now := m.now()
 	h := m.records.hash(key)
@@ -182,6 +185,7 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 // record whose lease has ended but that nobody has taken over still holds
 // it, and may renew it.
 func (m *Memory) Renew(_ context.Context, key string, owner Lease, lease time.Duration) error {
+	key = keptKey(key)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	i := m.held(key, owner)
@@ -211,6 +215,7 @@ func (m *Memory) held(key string, owner Lease) int32 {
 // key as done but not replayable. Nothing of resp is kept: the record holds
 // copies.
 func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Response, retention time.Duration) error {
+	key = keptKey(key)
 	var scratch [512]byte // holds a typical encoded header without allocating
 	var header []byte
 	if resp != nil {
@@ -225,7 +230,7 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	r := m.records.slots[i]
 	done := r
 	done.state, done.token = StateUnreplayable, ""
-	if resp != nil && m.fits(len(header)+len(resp.Body)) {
+	if resp != nil && m.fits(len(r.key())+len(r.fingerprint())+len(header)+len(resp.Body)) {
 		done = r.completed(&m.arena, resp.Status, header, resp.Body)
 		m.bytes += done.size()
 	}
@@ -248,6 +253,7 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 // taken it over. The key becomes missing; the next Claim of it gets a
 // higher fencing number all the same.
 func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
+	key = keptKey(key)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	i := m.held(key, owner)
@@ -257,6 +263,22 @@ func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
 	m.forget(i)
 	m.records.remove(i)
 	return nil
+}
+
+// maxKeptKey is the longest key a Memory store keeps as it is; see
+// keptKey.
+const maxKeptKey = 63
+
+// keptKey returns the form of key the store keeps: key itself if it is no
+// longer than maxKeptKey, else its HashKey, which is 64 bytes long, a
+// length no key kept as it is has, so the two forms never meet. A record
+// then holds at most 64 bytes of key however long the caller's is (the
+// middleware's keys hold the route as the client sent it).
+func keptKey(key string) string {
+	if len(key) <= maxKeptKey {
+		return key
+	}
+	return HashKey(key)
 }
 
 // now reads the store's monotonic clock.
@@ -315,7 +337,7 @@ func (m *Memory) sweep(now time.Duration) {
 func (m *Memory) forget(i int32) {
 	r := &m.records.slots[i]
 	m.bytes -= r.size()
-	if r.state == StateCompleted {
+	if r.inArena() {
 		m.arena.drop(r.chunk, len(r.data))
 	}
 }
@@ -329,7 +351,7 @@ func (m *Memory) compactIfWasteful() {
 	}
 	for i := range m.records.slots {
 		r := &m.records.slots[i]
-		if r.state == StateCompleted && m.arena.evacuating(r.chunk) {
+		if r.inArena() && m.arena.evacuating(r.chunk) {
 			r.data, r.chunk = m.arena.move(r.data, r.chunk)
 		}
 	}

@@ -52,9 +52,13 @@ type chunk struct {
 func newArena() arena { return arena{current: -1} }
 
 // add copies the record data made of key, fingerprint, header and body, in
-// that order, into a chunk, and returns it and the chunk's number.
+// that order, into a chunk, and returns it and the chunk's number. Empty
+// data takes no chunk: add returns "" and -1.
 func (a *arena) add(key, fingerprint string, header, body []byte) (string, int32) {
 	n := len(key) + len(fingerprint) + len(header) + len(body)
+	if n == 0 {
+		return "", -1
+	}
 	c := a.room(n)
 	text := a.chunks[c].text
 	start := text.Len()
@@ -67,18 +71,19 @@ func (a *arena) add(key, fingerprint string, header, body []byte) (string, int32
 	return text.String()[start:], c
 }
 
-// room returns the number of a chunk with room for n more bytes: the
-// current one if it has the room, else a new one, which becomes current
-// unless it is one of its own for data longer than a quarter of chunkSize.
+// room returns the number of a chunk with room for n more bytes: for data
+// longer than a quarter of chunkSize, a new chunk of its own; else the
+// current chunk if it has the room, or a new one, which becomes current.
 func (a *arena) room(n int) int32 {
-	if a.current >= 0 {
+	shared := n <= chunkSize/4
+	if shared && a.current >= 0 {
 		if text := a.chunks[a.current].text; text.Cap()-text.Len() >= n {
 			return a.current
 		}
 	}
-	size := chunkSize
-	if n > chunkSize/4 {
-		size = n
+	size := n
+	if shared {
+		size = chunkSize
 	}
 	text := new(strings.Builder)
 	text.Grow(size)
@@ -91,7 +96,7 @@ func (a *arena) room(n int) int32 {
 		c = int32(len(a.chunks))
 		a.chunks = append(a.chunks, chunk{text: text})
 	}
-	if size == chunkSize {
+	if shared {
 		if a.current >= 0 && a.chunks[a.current].live == 0 {
 			a.free(a.current)
 		}

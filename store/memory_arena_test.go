@@ -56,22 +56,81 @@ func TestMemoryArenaCompacts(t *testing.T) {
 	require.Equal(t, "fp-k0", given.Fingerprint)
 }
 
-// TestMemoryArenaLargeResponse: a body larger than a quarter chunk gets a
-// chunk of its own, which goes with its record: the arena holds nothing
-// once the record has been taken over.
+// TestMemoryArenaLargeResponse: data larger than a quarter chunk gets a
+// chunk of its own, even when the chunk being filled has room for it, and
+// that chunk goes with its record: once the record has been taken over,
+// the arena holds only the chunk of the small record beside it.
 func TestMemoryArenaLargeResponse(t *testing.T) {
 	t.Parallel()
 	m := store.NewMemory(store.WithMaxBytes(math.MaxInt))
-	big := []byte(strings.Repeat("x", 3*chunkSize))
+	completeBody(t, m, "small", []byte("x"), retention)
+	_, small := store.MemoryArena(m)
+	big := []byte(strings.Repeat("x", 20<<10)) // over a quarter chunk, under the room left
 	rec := completeBody(t, m, "big", big, short)
 	require.Equal(t, big, rec.Response.Body)
 	held, live := store.MemoryArena(m)
-	require.Equal(t, len(big)+len("big")+len("fp-big"), live)
-	require.Less(t, held, live+live/8, "a chunk of the data's size")
+	require.Equal(t, small+len(big)+len("big")+len("fp-big"), live)
+	require.Greater(t, held, chunkSize+len(big), "a chunk of its own")
+	require.Less(t, held, chunkSize+(live-small)*9/8, "of about the data's size")
 
 	time.Sleep(pastShort)
 	mustClaim(t, m, "big", lease) // takes the expired record over
 	held, live = store.MemoryArena(m)
-	require.Zero(t, held)
-	require.Zero(t, live)
+	require.Equal(t, chunkSize, held)
+	require.Equal(t, small, live)
+}
+
+// TestMemoryEmptyRecord: a completed record with no data at all (an empty
+// key and fingerprint, a response without header or body) takes no chunk,
+// so the chunk of the records completed beside it goes when they do, and
+// the empty record is swept without touching it.
+func TestMemoryEmptyRecord(t *testing.T) {
+	t.Parallel()
+	m := store.NewMemory(store.WithMaxBytes(math.MaxInt))
+	ctx := t.Context()
+	body := []byte(strings.Repeat("b", 10<<10))
+	for i := range 6 { // about 60 KiB: most of the first chunk
+		completeBody(t, m, fmt.Sprint("k", i), body, short)
+	}
+	rec, ok, err := m.Claim(ctx, "", "", "token", lease)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, m.Complete(ctx, "", rec.Owner, &store.Response{Status: 204}, short))
+	completeBody(t, m, "long", body, retention) // fills a second chunk, which becomes current
+	time.Sleep(pastShort)
+	mustClaim(t, m, "new", lease) // sweeps all but "long"
+	held, live := store.MemoryArena(m)
+	require.Equal(t, len("long")+len("fp-long")+len(body), live)
+	require.Equal(t, chunkSize, held)
+}
+
+// TestMemoryLongKeys: a key over 63 bytes is kept as its SHA-256 in hex, so
+// a record holds 64 bytes of key however long the caller's is (a route as
+// the client sent it), and the key still counts against WithMaxBytes;
+// long keys that differ in their last byte stay apart, and so do a long
+// key and the hash of it sent as a key.
+func TestMemoryLongKeys(t *testing.T) {
+	t.Parallel()
+	m := store.NewMemory(store.WithMaxBytes(math.MaxInt))
+	long := strings.Repeat("/payments", 1000)
+	keys := []string{long + "a", long + "b", store.HashKey(long + "a"), strings.Repeat("k", 63), strings.Repeat("k", 64)}
+	for _, key := range keys {
+		completeBody(t, m, key, []byte("body of "+key), retention)
+	}
+	for _, key := range keys {
+		rec, claimed := claim(t, m, key, lease)
+		require.False(t, claimed)
+		require.Equal(t, "body of "+key, string(rec.Response.Body))
+		require.Equal(t, "fp-"+key, rec.Fingerprint)
+	}
+	want := 0 // each record's kept key, fingerprint and body
+	for _, key := range keys {
+		want += min(len(key), 64) + len("fp-"+key) + len("body of "+key)
+	}
+	_, live := store.MemoryArena(m)
+	require.Equal(t, want, live, "no record keeps a key of more than 64 bytes")
+
+	capped := store.NewMemory(store.WithMaxBytes(100))
+	require.Equal(t, store.StateUnreplayable, completeBody(t, capped, strings.Repeat("k", 60), nil, retention).State,
+		"60 bytes of key and 63 of fingerprint go over a cap of 100")
 }

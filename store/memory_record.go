@@ -11,7 +11,8 @@ import (
 //
 // A completed record keeps everything in one string, data: its key, its
 // fingerprint, its header fields (each as in appendField) and its body,
-// copied into the store's arena, in the chunk numbered chunk. The record
+// copied into the store's arena, in the chunk numbered chunk (-1 if data
+// is empty). The record
 // then holds no string of the caller's, and its memory lies in a chunk
 // without pointers inside, which the garbage collector marks without
 // scanning. In flight, and when done without a response, data is the
@@ -60,10 +61,20 @@ func (r *memRecord) key() string {
 // fingerprint returns the fingerprint of the request that claimed r.
 func (r *memRecord) fingerprint() string { return r.data[r.fpAt:r.headAt] }
 
-// size is the number of response bytes r holds: its encoded header, its
-// body, and the estimated size of its decoded response. A record in flight
-// or done without a response holds none.
-func (r *memRecord) size() int { return len(r.data) - r.headAt + r.decoded }
+// size is the number of bytes r counts against WithMaxBytes: for a
+// completed record its data (key, fingerprint, encoded header and body)
+// and the estimated size of its decoded response. A record in flight or
+// done without a response counts none.
+func (r *memRecord) size() int {
+	if r.state != StateCompleted {
+		return 0
+	}
+	return len(r.data) + r.decoded
+}
+
+// inArena reports whether r's data lies in the store's arena, in chunk
+// r.chunk: r is completed, with data of at least one byte.
+func (r *memRecord) inArena() bool { return r.state == StateCompleted && r.chunk >= 0 }
 
 // heldBy reports whether owner holds r: r is in flight under owner's token
 // and fencing number. An empty token holds nothing.

@@ -21,7 +21,7 @@ import (
 // apart even against a client that chooses its key to land on another
 // caller's record. The Redis and Postgres stores keep each record under
 // HashKey of its key; the memory store, whose keys never leave the
-// process, keeps the key as it is.
+// process, keeps a key as it is unless it is over 63 bytes long.
 func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:])
