@@ -14,7 +14,7 @@ import (
 // others found and frees a slot that the next insert reuses.
 func TestRecordIndexChainsKeysWithOneHash(t *testing.T) {
 	x := newRecordIndex()
-	x.hash = func(string) uint64 { return 7 }
+	x.hash = func(string) uint32 { return 7 }
 	keys := []string{"a", "b", "c", "d", "e"}
 	for i, key := range keys {
 		x.insert(x.hash(key), inFlight(key, "fp", "token", int64(i+1), never))
@@ -55,7 +55,7 @@ func TestRecordIndexChainsKeysWithOneHash(t *testing.T) {
 // keys that all hash alike.
 func TestMemorySurvivesHashCollisions(t *testing.T) {
 	m := NewMemory(WithMaxRecords(8))
-	m.records.hash = func(string) uint64 { return 1 }
+	m.records.hash = func(string) uint32 { return 1 }
 	ctx := t.Context()
 	owners := map[string]Lease{}
 	for i := range 6 {

@@ -34,7 +34,7 @@ type memRecord struct {
 	bodyAt    int       // data[bodyAt:] the body
 	resp      *Response // decoded by the first duplicate, then shared
 	decoded   int       // the estimated size of resp
-	hash      uint64    // the key's hash, for the index
+	hash      uint32    // the key's hash, for the index
 	next      int32     // the slot of the next record whose key has the same hash, or -1
 	chunk     int32     // the arena chunk data lies in, if completed
 }
