@@ -52,10 +52,10 @@ const never = time.Duration(math.MaxInt64)
 // the fingerprint, the header and the body into one string, in a chunk of
 // 64 KiB shared with the records completed around it (data over 16 KiB
 // gets a chunk of its own). A key over 63 bytes is kept as its HashKey
-// (see keptKey), so a record holds at most 64 bytes of key. Until a duplicate decodes it, a completed
-// record then has no object of its own: the store allocates once every few
-// dozen responses, and the garbage collector marks a few large objects
-// without pointers inside. A chunk lives while a record lies in it, so
+// (see keptKey), so a record holds at most 64 bytes of key. Until a
+// duplicate decodes it, a completed record then has no object of its own:
+// the store allocates once every few dozen responses, and the garbage
+// collector marks a few large objects without pointers inside. A chunk lives while a record lies in it, so
 // that records kept long could keep alive the chunks they shared with
 // records long gone; once the chunks hold more than twice the bytes of the
 // records in them (and four chunks, and 64 bytes a record slot), the store

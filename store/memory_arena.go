@@ -28,11 +28,13 @@ const chunkSize = 64 << 10
 //     chunks hold more than twice the bytes of the records in them, four
 //     chunks and 64 bytes for each of its record slots, it compacts: it
 //     moves the records of every chunk less than half full, other than the
-//     one being filled, into new chunks. Compacting walks every slot; the
-//     64 bytes a slot make it wait until at least a third of a slot's worth
-//     of data for every slot has gone, so it costs O(1) for each record let
-//     go, amortised. So the chunks never hold more than twice their
-//     records' bytes, four chunks and 64 bytes a slot.
+//     one being filled, into new chunks. Compacting walks every slot and
+//     copies what it moves; it leaves the chunks within twice their
+//     records' bytes and one chunk, so before the next, records holding at
+//     least 32 bytes for every slot (and a chunk and a half) must go,
+//     which makes its cost, amortised, a constant for each byte let go. So
+//     the chunks never hold more than twice their records' bytes, four
+//     chunks and 64 bytes a slot.
 type arena struct {
 	chunks  []chunk
 	spare   []int32 // numbers of dropped chunks, to reuse

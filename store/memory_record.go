@@ -12,10 +12,9 @@ import (
 // A completed record keeps everything in one string, data: its key, its
 // fingerprint, its header fields (each as in appendField) and its body,
 // copied into the store's arena, in the chunk numbered chunk (-1 if data
-// is empty). The record
-// then holds no string of the caller's, and its memory lies in a chunk
-// without pointers inside, which the garbage collector marks without
-// scanning. In flight, and when done without a response, data is the
+// is empty). The record then holds no string of the caller's, and its
+// memory lies in a chunk without pointers inside, which the garbage
+// collector marks without scanning. In flight, and when done without a response, data is the
 // fingerprint alone and the key is held apart, in callerKey; neither is in
 // the arena.
 //
