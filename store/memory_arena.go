@@ -33,8 +33,9 @@ const chunkSize = 64 << 10
 //     records' bytes and one chunk, so before the next, records holding at
 //     least 32 bytes for every slot (and a chunk and a half) must go,
 //     which makes its cost, amortised, a constant for each byte let go. So
-//     the chunks never hold more than twice their records' bytes, four
-//     chunks and 64 bytes a slot.
+//     the chunks never hold more than twice their records' bytes, 64 bytes
+//     a slot and five chunks (the four of the check, and the one being
+//     filled, which may have been started since).
 type arena struct {
 	chunks  []chunk
 	spare   []int32 // numbers of dropped chunks, to reuse
