@@ -103,7 +103,8 @@ func WithMaxRecords(n int) MemoryOption {
 // header and body, and the decoded copies kept for replay. A response that
 // would go over the cap is not stored, and its key is completed as done but
 // not replayable. The chunks the responses lie in may hold up to twice
-// their bytes, and a little more (see Memory). Defaults to 256 MiB. It panics if n is not
+// their bytes, plus 320 KiB and 64 bytes for each slot of the records'
+// slice (see Memory and arena). Defaults to 256 MiB. It panics if n is not
 // positive.
 func WithMaxBytes(n int) MemoryOption {
 	if n <= 0 {
