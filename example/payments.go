@@ -47,6 +47,10 @@ func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 			Detail: "the payment could not be recorded; retry with the same Idempotency-Key"})
 		return
 	}
+	// The delay ignores the request's context on purpose: the payment is
+	// recorded, so the handler must answer 201, which the middleware
+	// records for the retry to replay. Giving up with nothing written
+	// would free the key, and the retry would charge again.
 	time.Sleep(a.delay)
 	w.Header().Set("Location", "/payments/"+p.ID)
 	writeJSON(w, http.StatusCreated, p)
