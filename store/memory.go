@@ -50,18 +50,18 @@ const never = time.Duration(math.MaxInt64)
 // The records lie in one slice, found through a map from a hash of the key
 // to a position in it, which holds no pointers; Complete copies the key,
 // the fingerprint, the header and the body into one string, in a chunk of
-// 64 KiB shared with the records completed around it (data over 16 KiB
-// gets a chunk of its own). A key over 63 bytes is kept as its HashKey
-// (see keptKey), so a record holds at most 64 bytes of key. Until a
-// duplicate decodes it, a completed record then has no object of its own:
-// the store allocates once every few dozen responses, and the garbage
-// collector marks a few large objects without pointers inside. A chunk lives while a record lies in it, so
-// that records kept long could keep alive the chunks they shared with
-// records long gone; once the chunks hold more than twice the bytes of the
-// records in them (and four chunks, and 64 bytes a record slot), the store
-// moves the records out of the chunks less than half full. (The slice does
-// not shrink: it keeps room for the most records the store has held at
-// once, 136 bytes each.)
+// 64 KiB shared with the records completed around it (data over 16 KiB gets
+// a chunk of its own). A key over 63 bytes is kept as its HashKey (see
+// keptKey), so a record holds at most 64 bytes of key. Until a duplicate
+// decodes it, a completed record then has no object of its own: the store
+// allocates once every few dozen responses, and the garbage collector marks
+// a few large objects without pointers inside. A chunk lives while a record
+// lies in it, so that records kept long could keep alive the chunks they
+// shared with records long gone; once the chunks hold more than twice the
+// bytes of the records in them (and four chunks, and 64 bytes a record
+// slot), the store moves the records out of the chunks less than half full.
+// (The slice does not shrink: it keeps room for the most records the store
+// has held at once, 136 bytes each.)
 // The first duplicate decodes the response (the header, and a copy of the
 // body), and Claim returns that one decoded response to every duplicate,
 // which callers must treat as read-only (see Store.Claim). The decoded
@@ -75,7 +75,7 @@ type Memory struct {
 	records  recordIndex
 	arena    arena // the data of completed records
 	max      int
-	bytes    int // response bytes held by records, live or expired
+	bytes    int // counted against maxBytes (see memRecord.size), live or expired
 	maxBytes int
 	start    time.Time     // origin of the store's monotonic clock
 	nextExp  time.Duration // no record expires before this instant

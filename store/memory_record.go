@@ -14,9 +14,9 @@ import (
 // copied into the store's arena, in the chunk numbered chunk (-1 if data
 // is empty). The record then holds no string of the caller's, and its
 // memory lies in a chunk without pointers inside, which the garbage
-// collector marks without scanning. In flight, and when done without a response, data is the
-// fingerprint alone and the key is held apart, in callerKey; neither is in
-// the arena.
+// collector marks without scanning. In flight, and when done without a
+// response, data is the fingerprint alone and the key is held apart, in
+// callerKey; neither is in the arena.
 //
 // data, and the decoded response, are never written after they are built,
 // so they may be read after the store's mutex is released.
