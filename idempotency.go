@@ -71,24 +71,18 @@ type middleware struct {
 	leases leaseKeeper
 }
 
-// call is one protected request on its way through the middleware, with
-// its buffered body, and what its handler runs under if it claims its key,
-// in the same allocation.
+// call is one protected request on its way through the middleware. Its
+// parts share one allocation: the buffered body, and for a request that
+// claims its key, the recorder, the lease and the stored response the
+// handler runs under.
 type call struct {
 	key         string // storage key: scope, method, route and client key
 	fingerprint string
 	waiting     bool // the key was found in flight, and the request waits (WithWait)
 	body        bufferedBody
-	under       handlerRun // used only if the request claims its key
-}
-
-// handlerRun is what the handler of a request that claimed its key runs
-// under: the recorder of its response, the lease it holds, and the
-// response stored for replay.
-type handlerRun struct {
-	rec    httpx.Recorder
-	lease  heldLease
-	stored store.Response
+	rec         httpx.Recorder
+	lease       heldLease
+	stored      store.Response
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {

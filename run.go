@@ -27,13 +27,12 @@ import (
 //     key done but not replayable;
 //   - any other response is stored for replay.
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner store.Lease, claimedAt time.Time) {
-	under := &c.under
-	rec := &under.rec
+	rec := &c.rec
 	rec.Reset(w, m.maxResponseBytes)
 	if r.Method == http.MethodHead {
 		rec.ForHead()
 	}
-	lease := &under.lease
+	lease := &c.lease
 	m.leases.keep(lease, r, c.key, owner, claimedAt)
 	finished := false
 	defer func() {
@@ -62,8 +61,8 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	case !rec.Replayable():
 		m.complete(r, c.key, owner, nil)
 	default:
-		under.stored = m.storedResponse(r, rec)
-		m.complete(r, c.key, owner, &under.stored)
+		c.stored = m.storedResponse(r, rec)
+		m.complete(r, c.key, owner, &c.stored)
 	}
 	rec.Release() // the store has copied what it keeps of the response
 }
