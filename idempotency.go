@@ -60,7 +60,7 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 	}
 	return func(next http.Handler) http.Handler {
 		m := &middleware{config: c, next: next}
-		m.leases = leaseKeeper{m: m}
+		m.leases = leaseKeeper{m: m, held: make(map[*heldLease]struct{})}
 		return m
 	}
 }

@@ -31,7 +31,7 @@ import (
 type leaseKeeper struct {
 	m        *middleware
 	mu       sync.Mutex
-	held     *heldLease // the first of the leases being renewed, linked through next
+	held     map[*heldLease]struct{}
 	watching bool
 }
 
@@ -42,13 +42,11 @@ type heldLease struct {
 	owner store.Lease
 
 	// Guarded by leaseKeeper.mu:
-	prev, next *heldLease // the neighbours in leaseKeeper.held
-	isHeld     bool       // in leaseKeeper.held: renewed, until stopped or lost
-	renewedAt  time.Time  // when the last successful renewal (or the claim) started
-	triedAt    time.Time  // when the last renewal started
-	renewals   int        // renewals in flight
-	ctx        context.Context
-	cancel     context.CancelFunc // ends ctx, and the renewals under it, when the lease is stopped
+	renewedAt time.Time // when the last successful renewal (or the claim) started
+	triedAt   time.Time // when the last renewal started
+	renewals  int       // renewals in flight
+	ctx       context.Context
+	cancel    context.CancelFunc // ends ctx, and the renewals under it, when the lease is stopped
 }
 
 // keep starts renewing owner's lease of key, claimed at claimedAt, tracked
@@ -57,7 +55,7 @@ func (k *leaseKeeper) keep(l *heldLease, r *http.Request, key string, owner stor
 	*l = heldLease{r: r, key: key, owner: owner, renewedAt: claimedAt}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.add(l)
+	k.held[l] = struct{}{}
 	if !k.watching {
 		k.watching = true
 		go k.watch()
@@ -72,7 +70,7 @@ func (k *leaseKeeper) keep(l *heldLease, r *http.Request, key string, owner stor
 // stuck on a dead connection never holds up the request's response.
 func (k *leaseKeeper) stop(l *heldLease) {
 	k.mu.Lock()
-	k.remove(l)
+	delete(k.held, l)
 	cancel := l.cancel
 	k.mu.Unlock()
 	if cancel != nil {
@@ -87,12 +85,12 @@ func (k *leaseKeeper) watch() {
 	defer ticker.Stop()
 	for now := range ticker.C {
 		k.mu.Lock()
-		if k.held == nil {
+		if len(k.held) == 0 {
 			k.watching = false
 			k.mu.Unlock()
 			return
 		}
-		for l := k.held; l != nil; l = l.next {
+		for l := range k.held {
 			due := now.Sub(l.renewedAt) >= every
 			if due && (l.renewals == 0 || now.Sub(l.triedAt) >= every) {
 				k.start(l, now)
@@ -125,14 +123,14 @@ func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
 
 	k.mu.Lock()
 	l.renewals--
-	held := l.isHeld
+	_, held := k.held[l]
 	switch {
 	case err == nil:
 		if started.After(l.renewedAt) {
 			l.renewedAt = started
 		}
 	case errors.Is(err, store.ErrNotOwner) && held:
-		k.remove(l)
+		delete(k.held, l)
 	}
 	k.mu.Unlock()
 
@@ -143,29 +141,4 @@ func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
 	default:
 		m.errorHandler(l.r, fmt.Errorf("idempotency: renew: %w", err))
 	}
-}
-
-// add puts l in k.held. k.mu must be held.
-func (k *leaseKeeper) add(l *heldLease) {
-	l.prev, l.next, l.isHeld = nil, k.held, true
-	if k.held != nil {
-		k.held.prev = l
-	}
-	k.held = l
-}
-
-// remove takes l out of k.held, if it is there. k.mu must be held.
-func (k *leaseKeeper) remove(l *heldLease) {
-	if !l.isHeld {
-		return
-	}
-	if l.prev != nil {
-		l.prev.next = l.next
-	} else {
-		k.held = l.next
-	}
-	if l.next != nil {
-		l.next.prev = l.prev
-	}
-	l.prev, l.next, l.isHeld = nil, nil, false
 }
