@@ -38,7 +38,7 @@ type config struct {
 func defaultConfig() *config {
 	return &config{
 		methods:          map[string]bool{http.MethodPost: true, http.MethodPatch: true},
-		route:            requestPath,
+		route:            defaultRoute,
 		maxBodyBytes:     1 << 20,
 		maxResponseBytes: 1 << 20,
 		lease:            30 * time.Second,
@@ -134,11 +134,14 @@ func WithScope(scope func(*http.Request) string) Option {
 }
 
 // WithRoute sets the function that names the route a request is for. The
-// same client key on two routes never collides. Defaults to the path of
-// the request line as the client sent it (r.RequestURI without its query,
-// whether as /path or, through a proxy, as http://host/path), decoded, so
-// that a handler under http.StripPrefix keeps its mounts apart; r.URL.Path
-// for a request made in the process, without a request line.
+// same client key on two routes never collides. Defaults to the request's
+// host, in lower case and without a port of 80 or 443, followed by the path
+// of the request line as the client sent it (r.RequestURI without its
+// query, whether as /path or, through a proxy, as http://host/path),
+// decoded, so that two virtual hosts, and two mounts of a handler under
+// http.StripPrefix, keep their keys apart; r.URL.Path stands in for the
+// path of a request made in the process, without a request line. A route
+// function given here replaces both parts.
 func WithRoute(route func(*http.Request) string) Option {
 	if route == nil {
 		panic("idempotency: WithRoute expects a non-nil function")

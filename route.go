@@ -6,7 +6,31 @@ import (
 	"strings"
 )
 
-// requestPath is the default route: the path of r as its client sent it
+// defaultRoute names the route of r when WithRoute is not set: the host it
+// was sent to (see requestHost) followed by its path (see requestPath), so
+// that one middleware in front of several virtual hosts keeps their keys
+// apart.
+func defaultRoute(r *http.Request) string {
+	return requestHost(r) + requestPath(r)
+}
+
+// requestHost is r.Host in lower case, without a trailing dot, and without
+// its port if that is empty, 80 or 443: the spellings a client or a
+// gateway may use for one host. Both default ports are dropped whatever
+// the scheme, since behind a proxy that ends TLS the server cannot tell
+// which one the client used; a retry must find its record either way.
+func requestHost(r *http.Request) string {
+	host := r.Host
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		switch host[i+1:] {
+		case "", "80", "443":
+			host = host[:i]
+		}
+	}
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
+
+// requestPath is the path of r as its client sent it
 // (r.RequestURI, in origin form or absolute form: http://host/path, as a
 // client sends it to a proxy), decoded. A handler mounted under
 // http.StripPrefix, which rewrites r.URL.Path, thus keeps its mounts apart.
