@@ -41,24 +41,26 @@ func (b *bufferedBody) read(r *http.Request, limit int64) error {
 	return nil
 }
 
-// maxPrealloc is the most readAtMost allocates before body bytes arrive:
-// an announced Content-Length is a claim, not bytes, and a client that
+// firstRead is the most readAtMost allocates before body bytes arrive: an
+// announced Content-Length is a claim, not bytes, and a client that
 // announces a large body and sends nothing must not cost the server that
 // much memory.
-const maxPrealloc = 64 << 10
+const firstRead = 4 << 10
 
 // readAtMost reads body to its end; if it holds more than limit bytes it
-// returns errBodyTooLarge. size, when known (>= 0), sizes the buffer, up to
-// maxPrealloc, so a body of the announced length is read without growing
-// it; a longer one grows as its bytes arrive.
+// returns errBodyTooLarge. The buffer starts at size (the announced length,
+// when known: >= 0) or firstRead, whichever is less, and doubles as bytes
+// fill it, never past what size and limit allow, so a body of the
+// announced length ends in a buffer of that length.
 func readAtMost(body io.Reader, size, limit int64) ([]byte, error) {
-	if size < 0 {
-		size = 512
+	most := limit + 1 // room for one byte over the limit, to detect it
+	if size >= 0 {
+		most = min(size+1, most) // room to read the end of the body
 	}
-	buf := make([]byte, 0, min(size, limit, maxPrealloc)+1)
+	buf := make([]byte, 0, min(most, firstRead))
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			buf = grow(buf, most)
 		}
 		n, err := body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -76,4 +78,15 @@ func readAtMost(body io.Reader, size, limit int64) ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// grow returns buf, which is full, in a buffer of twice its capacity, or of
+// most if that is less but still more than buf holds (a body longer than
+// announced grows on by doubling).
+func grow(buf []byte, most int64) []byte {
+	next := int64(2 * cap(buf))
+	if most > int64(cap(buf)) {
+		next = min(next, most)
+	}
+	return append(make([]byte, 0, next), buf...)
 }

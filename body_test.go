@@ -3,9 +3,12 @@ package idempotency_test
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,4 +92,93 @@ func TestBodyReadAfterTheMiddlewareReturned(t *testing.T) {
 	}
 	close(g.gate)
 	require.Equal(t, strings.Repeat("A", 1000), <-g.got, "the first handler read another request's body")
+}
+
+// TestStalledBodiesCostWhatArrived: connections that declare a 1 MiB body
+// and send none of it cost the middleware little more heap than they cost a
+// bare handler that reads its body: the buffer grows as bytes arrive, not
+// to the declared length.
+func TestStalledBodiesCostWhatArrived(t *testing.T) {
+	const conns, target = 1000, 20 << 10
+	readBody := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.ReadAll(r.Body) })
+	stalledBodiesHeap(t, readBody, conns) // warms what the first server allocates once
+	bare := stalledBodiesHeap(t, readBody, conns)
+	protected := stalledBodiesHeap(t, idempotency.New()(readBody), conns)
+	t.Logf("heap per stalled connection: bare %d B, middleware %d B, over bare %d B (target at most %d)",
+		bare, protected, protected-bare, target)
+	require.LessOrEqual(t, protected-bare, int64(target))
+}
+
+// stalledBodiesHeap opens n connections to h, each sending a request that
+// declares a 1 MiB body and then nothing, and returns the heap each costs
+// once every request is waiting for its body.
+func stalledBodiesHeap(t *testing.T, h http.Handler, n int) int64 {
+	var reading sync.WaitGroup
+	reading.Add(n)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = &firstReadSignal{ReadCloser: r.Body, done: reading.Done}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	before := heapAfterGC()
+	clients := make([]net.Conn, n)
+	for i := range clients {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = fmt.Fprintf(conn, "POST /payments HTTP/1.1\r\nHost: a.example\r\nIdempotency-Key: k-%d\r\n"+
+			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", i, 1<<20)
+		require.NoError(t, err)
+		clients[i] = conn
+	}
+	reading.Wait()
+	return int64(heapAfterGC()-before) / int64(n)
+}
+
+// firstReadSignal is a request body that calls done on its first Read.
+type firstReadSignal struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *firstReadSignal) Read(p []byte) (int, error) {
+	b.once.Do(b.done)
+	return b.ReadCloser.Read(p)
+}
+
+func heapAfterGC() uint64 {
+	runtime.GC()
+	var stats runtime.MemStats
+	runtime.ReadMemStats(&stats)
+	return stats.HeapAlloc
+}
+
+// TestBodyOfEverySizeReachesTheHandlerIntact: bodies around the sizes at
+// which the buffer grows reach the handler byte for byte, whether their
+// length is announced, unknown (chunked), or announced short, as a
+// request made in the process may be.
+func TestBodyOfEverySizeReachesTheHandlerIntact(t *testing.T) {
+	var got []byte
+	mw := idempotency.New()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = io.ReadAll(r.Body)
+	}))
+	for _, size := range []int{1, 4095, 4096, 4097, 8193, 100_000, 1 << 20} {
+		body := make([]byte, size)
+		for i := range body {
+			body[i] = byte(i * 7)
+		}
+		for _, announced := range []int64{int64(size), -1, 10} {
+			t.Run(fmt.Sprintf("%d bytes announced as %d", size, announced), func(t *testing.T) {
+				got = nil
+				r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(string(body)))
+				r.ContentLength = announced
+				r.Header.Set("Idempotency-Key", fmt.Sprintf("k-%d-%d", size, announced))
+				w := httptest.NewRecorder()
+				mw.ServeHTTP(w, r)
+				require.Equal(t, http.StatusOK, w.Code)
+				require.Equal(t, body, got)
+			})
+		}
+	}
 }
