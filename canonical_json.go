@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // canonicalJSON returns body re-encoded with object members sorted by name
@@ -16,7 +18,10 @@ import (
 // that decoding keeps whole; otherwise it returns body unchanged. Decoding
 // does not keep a body whole when an object names a member twice (after
 // escapes are decoded) or a string holds invalid UTF-8, a lone surrogate
-// escape or U+FFFD, which would all decode alike.
+// escape or U+FFFD, which would all decode alike; nor when two names in
+// one object are equal under case folding (strings.EqualFold), which
+// encoding/json reads into one struct field, the later value winning, so
+// that their order, which sorting would lose, decides the value.
 //
 // The canonical form is, byte for byte, what encoding/json gives when it
 // decodes the body (numbers as json.Number) and encodes it again: numbers
@@ -29,8 +34,10 @@ import (
 // It reads the body in two passes. Besides the output, it allocates 16
 // bytes for each object of two members or more and 12 for each member of
 // such an object, twice over while the object is read, and the decoded
-// names; positions are 32-bit, so the body must be under 2 GiB, which New
-// makes sure of (see maxCanonicalBody).
+// names; and, for the largest object of two members or more whose names
+// hold a capital or a non-ASCII character, 8 bytes a member and its names
+// folded. Positions are 32-bit, so the body must be under 2 GiB, which
+// New makes sure of (see maxCanonicalBody).
 func canonicalJSON(r *http.Request, body []byte) []byte {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		return body
@@ -72,14 +79,19 @@ const maxJSONDepth = 10000
 // of each object parse noted in the order it sorted them (an object of one
 // member or none is in order as it stands).
 type canonicalizer struct {
-	in      []byte
-	objects []jsonObject // in the order they close, until canonicalJSON sorts them by start
-	members []jsonMember // each object's members, sorted, object after object
-	open    []jsonMember // the members of the objects parse is inside
-	names   []byte       // every member name, decoded
-	scratch []byte       // a decoded string, while it is checked or written
-	out     []byte
+	in       []byte
+	objects  []jsonObject // in the order they close, until canonicalJSON sorts them by start
+	members  []jsonMember // each object's members, sorted, object after object
+	open     []jsonMember // the members of the objects parse is inside
+	names    []byte       // every member name, decoded
+	scratch  []byte       // a decoded string, while it is checked or written
+	folded   []byte       // one object's names, folded, while they are compared
+	foldedAt []nameSpan   // where each of those names is in folded
+	out      []byte
 }
+
+// nameSpan is where one of the folded names is: folded[start:end].
+type nameSpan struct{ start, end int32 }
 
 // jsonObject is an object of the body: in[start:end], with the members
 // members[first:first+count].
@@ -125,7 +137,7 @@ func (c *canonicalizer) parse(p, depth int) (int, bool) {
 // parseObject parses the object at in[p], which opens depth levels of
 // nesting, and returns where it ends. It sorts the object's members by
 // name and, if there are two or more, notes the object and them. An object
-// naming a member twice is refused.
+// naming a member twice, or two members alike but for case, is refused.
 func (c *canonicalizer) parseObject(p, depth int) (int, bool) {
 	if depth > maxJSONDepth {
 		return p, false
@@ -165,6 +177,9 @@ func (c *canonicalizer) parseObject(p, depth int) (int, bool) {
 		if bytes.Equal(c.name(members[i-1]), c.name(members[i])) {
 			return p, false
 		}
+	}
+	if len(members) >= 2 && c.namesFoldAlike(members) {
+		return p, false
 	}
 	if len(members) >= 2 {
 		c.objects = append(withRoom(c.objects, 1), jsonObject{
@@ -216,6 +231,67 @@ func (c *canonicalizer) afterItem(p int, close byte) (next int, more, ok bool) {
 
 // name returns m's decoded name.
 func (c *canonicalizer) name(m jsonMember) []byte { return c.names[m.nameAt:m.nameEnd] }
+
+// namesFoldAlike reports whether two of members' names, which differ,
+// are equal under simple Unicode case folding, as strings.EqualFold and
+// encoding/json, matching a name to a struct field, compare them. Two
+// names of ASCII characters other than capitals are only alike if equal,
+// so it folds the names only if one of them holds a capital or a
+// non-ASCII character.
+func (c *canonicalizer) namesFoldAlike(members []jsonMember) bool {
+	if !slices.ContainsFunc(members, func(m jsonMember) bool { return mayFoldToAnother(c.name(m)) }) {
+		return false
+	}
+	c.folded, c.foldedAt = c.folded[:0], c.foldedAt[:0]
+	for _, m := range members {
+		start := len(c.folded)
+		c.folded = appendFolded(c.folded, c.name(m))
+		c.foldedAt = append(c.foldedAt, nameSpan{start: int32(start), end: int32(len(c.folded))})
+	}
+	slices.SortFunc(c.foldedAt, func(a, b nameSpan) int { return bytes.Compare(c.foldedName(a), c.foldedName(b)) })
+	for i := 1; i < len(c.foldedAt); i++ {
+		if bytes.Equal(c.foldedName(c.foldedAt[i-1]), c.foldedName(c.foldedAt[i])) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *canonicalizer) foldedName(s nameSpan) []byte { return c.folded[s.start:s.end] }
+
+// mayFoldToAnother reports whether name holds a capital or a byte of a
+// non-ASCII character: whether another name may equal it under case
+// folding.
+func mayFoldToAnother(name []byte) bool {
+	for _, b := range name {
+		if b >= utf8.RuneSelf || 'A' <= b && b <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// appendFolded appends name, valid UTF-8, to dst with every character
+// replaced by the least of those it equals under simple case folding, so
+// that two names fold to the same bytes exactly when strings.EqualFold
+// holds for them.
+func appendFolded(dst, name []byte) []byte {
+	for _, r := range string(name) {
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			dst = append(dst, byte(r))
+			continue
+		}
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		dst = utf8.AppendRune(dst, least)
+	}
+	return dst
+}
 
 // emit appends the canonical form of the value at in[p] to out, and
 // returns where the value ends in the body. The value must be one parse

@@ -7,9 +7,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -42,6 +44,90 @@ func TestCanonicalJSONForms(t *testing.T) {
 	}
 }
 
+// TestCanonicalJSONNamesAlikeButForCase: an object with two names equal
+// under case folding (escapes decoded, at any depth) is left as it is;
+// names that differ otherwise, a prefix say, are sorted as ever.
+func TestCanonicalJSONNamesAlikeButForCase(t *testing.T) {
+	for _, c := range []struct{ name, body, want string }{
+		{"capitals", `{"amount":5,"AMOUNT":7000}`, `{"amount":5,"AMOUNT":7000}`},
+		{"one capital, spaced", `{ "Amount" : 5 , "amount" : 7000 }`, `{ "Amount" : 5 , "amount" : 7000 }`},
+		{"Kelvin sign", "{\"k\":1,\"\u212a\":2}", "{\"k\":1,\"\u212a\":2}"},
+		{"Kelvin sign and capital K", "{\"\u212a\":1,\"K\":2}", "{\"\u212a\":1,\"K\":2}"},
+		{"long s", "{\"s\":1,\"\u017f\":2}", "{\"s\":1,\"\u017f\":2}"},
+		{"long s, escaped", `{"\u017fum":1,"SUM":2}`, `{"\u017fum":1,"SUM":2}`},
+		{"escaped capital", `{"\u0041mount":1,"amount":2}`, `{"\u0041mount":1,"amount":2}`},
+		{"non-ASCII letters", `{"\u00e9t\u00e9":1,"\u00c9T\u00c9":2}`, `{"\u00e9t\u00e9":1,"\u00c9T\u00c9":2}`},
+		{"three-way fold", "{\"\u03c3\":1,\"\u03c2\":2}", "{\"\u03c3\":1,\"\u03c2\":2}"},
+		{"apart after sorting", `{"AMOUNT":1,"B":2,"amount":3}`, `{"AMOUNT":1,"B":2,"amount":3}`},
+		{"nested", `{"z":[{"id":1,"ID":2}],"a":0}`, `{"z":[{"id":1,"ID":2}],"a":0}`},
+		{"sibling objects", `{"b":{"id":1},"a":{"ID":2}}`, `{"a":{"ID":2},"b":{"id":1}}`},
+		{"shared prefix", `{"amountMinor":1,"AMOUNT":2,"amount2":3}`, `{"AMOUNT":2,"amount2":3,"amountMinor":1}`},
+		{"dotted capital I, which only Turkish folds to i", `{"\u0130":2, "i":1}`, "{\"i\":1,\"\u0130\":2}"},
+		{"ordinary object", `{"b":1,"a":{"y":2,"x":3}}`, `{"a":{"x":3,"y":2},"b":1}`},
+		{"camelCase", `{"currencyCode":"EUR","amountMinor":1}`, `{"amountMinor":1,"currencyCode":"EUR"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, string(canonicalJSON(jsonRequest(), []byte(c.body))))
+			require.Equal(t, string(encodingJSONCanonical([]byte(c.body))), c.want, "the reference agrees")
+		})
+	}
+}
+
+// TestCanonicalJSONFoldsEveryCaseVariant: for every character, and every
+// other it equals under simple case folding (each pair strings.EqualFold
+// and so encoding/json holds alike), an object naming both is left as it
+// is.
+func TestCanonicalJSONFoldsEveryCaseVariant(t *testing.T) {
+	r, pairs := jsonRequest(), 0
+	for c := rune(0); c <= unicode.MaxRune; c++ {
+		for f := unicode.SimpleFold(c); f != c; f = unicode.SimpleFold(f) {
+			require.True(t, strings.EqualFold(string(c), string(f)))
+			body := []byte(`{"` + string(c) + `":0,"` + string(f) + `":1}`)
+			require.Equal(t, string(body), string(canonicalJSON(r, body)), "%U and %U", c, f)
+			pairs++
+		}
+	}
+	require.Greater(t, pairs, 2000)
+}
+
+// TestEncodingJSONMatchesNamesByFolding pins what the rule above stands
+// on: encoding/json reads a member into a struct field whose name equals
+// the member's under case folding, escapes decoded.
+func TestEncodingJSONMatchesNamesByFolding(t *testing.T) {
+	for field, member := range map[string]string{
+		"amount": `"AMOUNT"`, "k": "\"\u212a\"", "K": "\"\u212a\"", "s": "\"\u017f\"", "amount ": `"\u0041MOUNT "`,
+	} {
+		v := reflect.New(reflect.StructOf([]reflect.StructField{
+			{Name: "F", Type: reflect.TypeFor[int](), Tag: reflect.StructTag(`json:"` + field + `"`)},
+		}))
+		require.NoError(t, json.Unmarshal([]byte(`{`+member+`:7}`), v.Interface()))
+		require.Equal(t, 7, int(v.Elem().Field(0).Int()), "%s read into the field %q", member, field)
+	}
+}
+
+// TestCanonicalJSONKeepsCaseVariantsApart: through the middleware, a
+// payment that names its amount twice in two cases, retried with the two
+// members swapped, is another request (encoding/json reads the later
+// amount): 422, and the handler ran once.
+func TestCanonicalJSONKeepsCaseVariantsApart(t *testing.T) {
+	runs := 0
+	mw := New(WithCanonicalJSON())(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		runs++
+		w.WriteHeader(http.StatusCreated)
+	}))
+	post := func(body string) int {
+		r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "k")
+		w := httptest.NewRecorder()
+		mw.ServeHTTP(w, r)
+		return w.Code
+	}
+	require.Equal(t, http.StatusCreated, post(`{"amount":5,"AMOUNT":7000}`))
+	require.Equal(t, http.StatusUnprocessableEntity, post(`{"AMOUNT":7000,"amount":5}`))
+	require.Equal(t, 1, runs)
+}
+
 // TestCanonicalJSONRefusesDeepBodiesCheaply: a body nested deeper than the
 // JSON decoder accepts is left as it is after the decoder gives up, which
 // it does early, without reading the whole body into memory.
@@ -60,8 +146,9 @@ func TestCanonicalJSONRefusesDeepBodiesCheaply(t *testing.T) {
 // on it): the body decoded whole, numbers as json.Number, and encoded
 // again; or the body unchanged if it is not exactly one JSON value or
 // decoding would not keep it whole (a member named twice, so the decoded
-// objects hold fewer members than the body has name separators, or
-// U+FFFD in a decoded string or name).
+// objects hold fewer members than the body has name separators; two names
+// of one object equal under case folding; or U+FFFD in a decoded string
+// or name).
 func encodingJSONCanonical(body []byte) []byte {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -84,14 +171,17 @@ func encodingJSONCanonical(body []byte) []byte {
 }
 
 // decodedMembers counts the object members in v at every depth, and
-// reports false if a string or name in v holds U+FFFD.
+// reports false if a string or name in v holds U+FFFD or two names of one
+// object are equal under case folding.
 func decodedMembers(v any) (int, bool) {
 	n, ok := 0, true
 	switch v := v.(type) {
 	case map[string]any:
+		folded := make(map[string]bool, len(v))
 		for name, member := range v {
 			m, memberOK := decodedMembers(member)
-			n, ok = n+1+m, ok && memberOK && !strings.ContainsRune(name, utf8.RuneError)
+			n, ok = n+1+m, ok && memberOK && !strings.ContainsRune(name, utf8.RuneError) && !folded[foldCase(name)]
+			folded[foldCase(name)] = true
 		}
 	case []any:
 		for _, element := range v {
@@ -102,6 +192,19 @@ func decodedMembers(v any) (int, bool) {
 		ok = !strings.ContainsRune(v, utf8.RuneError)
 	}
 	return n, ok
+}
+
+// foldCase returns s with every character replaced by the least of those
+// unicode.SimpleFold cycles through from it, so that foldCase(s) equals
+// foldCase(t) if and only if strings.EqualFold(s, t).
+func foldCase(s string) string {
+	folded := []rune(s)
+	for i, c := range folded {
+		for f := unicode.SimpleFold(c); f != c; f = unicode.SimpleFold(f) {
+			folded[i] = min(folded[i], f)
+		}
+	}
+	return string(folded)
 }
 
 // nameSeparators counts the colons outside strings in body, valid JSON.
@@ -131,8 +234,10 @@ var canonicalSeeds = []string{
 	"\"\xed\xa0\x80\"", "\"\xef\xbf\xbd\"", `{"a":1}{"a":1}`, `{"a":1}  `, `{"a":1} x`, `{"a":1`,
 	``, ` `, `true`, `tru`, `nul`, `null `, `[true,false,null]`, `"<>&\u2028\u2029"`,
 	"\"\u2028\u2029\"", `"\b\f\n\r\t\/\\\"\u0000\u001f\u007f"`, "\"\x7f\"", "\"a\tb\"", "\"\x1f\"", "\"\x00\"", `"\x"`,
-	`{"é":1,"e":2,"z":3,"É":4}`, `{"b":{"d":[{"f":1,"e":2}],"c":3},"a":4}`, "\ufeff{}", `{"":0}`,
+	`{"é":1,"e":2,"z":3,"É":4}`, `{"é":1,"e":2,"z":3,"Ë":4}`, `{"b":{"d":[{"f":1,"e":2}],"c":3},"a":4}`, "\ufeff{}", `{"":0}`,
 	`{"a" 1}`, `{1:2}`, `[1 2]`, `"\u12"`, `"\u12G4"`,
+	`{"amount":5,"AMOUNT":7000}`, "{\"k\":1,\"\u212a\":2}", "{\"s\":1,\"\u017f\":2}", `{"\u0041mount":1,"amount":2}`,
+	`{"a":{"B":1,"b":2}}`, `{"ab":1,"AbC":2}`, "{\"i\":1,\"\u0130\":2}", `{"\u03c3":1,"\u03a3":2,"\u03c2":3}`,
 }
 
 // TestCanonicalJSONMatchesEncodingJSON: on every seed, and on thousands of
@@ -245,13 +350,14 @@ func randomJSON(rng *rand.Rand, buf []byte, depth int) []byte {
 }
 
 // randomJSONString appends a random JSON string to buf; a name is drawn
-// from few letters, so that names collide, some of them escaped.
+// from few letters, so that names collide, exactly or but for case, some
+// of them escaped.
 func randomJSONString(rng *rand.Rand, buf []byte, name bool) []byte {
 	pieces := []string{"a", "b", `\u0061`, "é", `\u00e9`, "<", `\/`, `\"`, `\\`, `\n`, `\t`, `\b`,
 		`\u0001`, `\u2028`, "\u2029", "😀", `\ud83d\ude00`, "&", "\x7f", "z"}
 	n := 1 + rng.IntN(4)
 	if name {
-		pieces, n = pieces[:3], 1+rng.IntN(2)
+		pieces, n = []string{"a", "b", `\u0061`, "B", "k", "\u212a", `\u017f`, "S", "É"}, 1+rng.IntN(2)
 	}
 	buf = append(buf, '"')
 	for range n {
@@ -262,19 +368,24 @@ func randomJSONString(rng *rand.Rand, buf []byte, name bool) []byte {
 
 // BenchmarkCanonicalJSON measures canonicalJSON, and encoding/json's way
 // to the same bytes beside it, on a 1 KiB payment (members out of order,
-// spaced) and on four 1 MiB bodies of many small values: arrays of spaced
-// zeros, of objects of two members in reverse order, and of spaced empty
-// objects, and an object of numbered members in reverse order.
+// spaced), the same with camelCase names, and on five 1 MiB bodies of many
+// small values: arrays of spaced zeros, of objects of two members in
+// reverse order, and of spaced empty objects, and objects of numbered
+// members in reverse order, named in lower case or in camelCase.
 func BenchmarkCanonicalJSON(b *testing.B) {
 	zeros := append(bytes.Repeat([]byte("0, "), 1<<20/3-1), '0')
 	zeros = append(append([]byte{'['}, zeros...), ']')
-	members := []byte{'{'}
-	for i := 80000; len(members) < 1<<20-16; i-- {
-		members = append(members, `"m`...)
-		members = strconv.AppendInt(members, int64(i), 10)
-		members = append(members, `":0,`...)
+	numberedMembers := func(prefix string) []byte {
+		members := []byte{'{'}
+		for i := 80000; len(members) < 1<<20-16; i-- {
+			members = append(members, '"')
+			members = append(members, prefix...)
+			members = strconv.AppendInt(members, int64(i), 10)
+			members = append(members, `":0,`...)
+		}
+		return append(members, `"a":0}`...)
 	}
-	members = append(members, `"a":0}`...)
+	members, camelMembers := numberedMembers("m"), numberedMembers("itemNo")
 	pairs := append(bytes.Repeat([]byte(`{"b":0,"a":0},`), 1<<20/14-1), `{"b":0,"a":0}`...)
 	pairs = append(append([]byte{'['}, pairs...), ']')
 	empties := append(bytes.Repeat([]byte(`{}, `), 1<<20/4-1), `{}`...)
@@ -282,8 +393,14 @@ func BenchmarkCanonicalJSON(b *testing.B) {
 	payment := []byte(`{"note": "`)
 	payment = append(payment, bytes.Repeat([]byte("x"), 1024-len(payment)-len(`", "currency": "EUR", "amount": 100}`))...)
 	payment = append(payment, `", "currency": "EUR", "amount": 100}`...)
+	camelPayment := []byte(`{"paymentNote": "`)
+	camelPayment = append(camelPayment, bytes.Repeat([]byte("x"), 1024-len(camelPayment)-len(`", "currencyCode": "EUR", "amountMinor": 100}`))...)
+	camelPayment = append(camelPayment, `", "currencyCode": "EUR", "amountMinor": 100}`...)
 	r := jsonRequest()
-	for name, body := range map[string][]byte{"payment-1KiB": payment, "zeros-1MiB": zeros, "members-1MiB": members, "pairs-1MiB": pairs, "empties-1MiB": empties} {
+	for name, body := range map[string][]byte{
+		"payment-1KiB": payment, "camel-payment-1KiB": camelPayment, "zeros-1MiB": zeros, "members-1MiB": members,
+		"camel-members-1MiB": camelMembers, "pairs-1MiB": pairs, "empties-1MiB": empties,
+	} {
 		require.False(b, bytes.Equal(body, encodingJSONCanonical(body)), "%s must be accepted, and changed", name)
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
