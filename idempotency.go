@@ -108,7 +108,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	err = c.body.read(r, m.maxBodyBytes)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
-		httpx.WriteProblem(w, problemBodyTooLarge)
+		refuseTooLarge(w, r)
 		return
 	case err != nil:
 		httpx.WriteProblem(w, problemBodyUnreadable)
