@@ -21,6 +21,8 @@ var (
 	completeLua string
 	//go:embed release.lua
 	releaseLua string
+	//go:embed completed.lua
+	completedLua string
 
 	// claimScript replies {1, fence} when it claimed the key, or the
 	// existing record: {0, state, fingerprint, fence, ms left[, status,
@@ -32,4 +34,8 @@ var (
 	renewScript    = redis.NewScript(ownerLua + renewLua)
 	completeScript = redis.NewScript(ownerLua + completeLua)
 	releaseScript  = redis.NewScript(ownerLua + releaseLua)
+	// completeAgainScript is completeScript as Complete sends it again
+	// (WithReplicaAcks): it also replies 1 when the record is already done
+	// under the caller's fencing number.
+	completeAgainScript = redis.NewScript(completedLua + ownerLua + completeLua)
 )

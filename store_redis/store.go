@@ -39,6 +39,7 @@ type Store struct {
 	client    redis.UniversalClient
 	prefix    string
 	abandoned time.Duration
+	replicas  *replicaAcks // nil: writes do not wait for replicas
 }
 
 // Option configures a Store built by New.
@@ -80,6 +81,9 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	for _, opt := range opts {
 		opt(s)
 	}
+	if s.replicas != nil {
+		s.replicas.check(client)
+	}
 	return s
 }
 
@@ -100,14 +104,21 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	if token == "" {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", store.ErrEmptyToken)
 	}
-	v, err := claimScript.Run(ctx, s.client, s.keys(key),
-		fingerprint, token, millis(lease), millis(s.inFlightLife(lease))).Slice()
+	keys := s.keys(key)
+	cmd, acks := s.eval(ctx, claimScript, keys,
+		fingerprint, token, millis(lease), millis(s.inFlightLife(lease)))
+	v, err := cmd.Slice()
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	rec, claimed, err := decodeClaim(&reply{v: v}, fingerprint, token)
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	if claimed {
+		if err := s.ackedClaim(ctx, keys, rec.Owner, acks); err != nil {
+			return store.Record{}, false, err
+		}
 	}
 	return rec, claimed, nil
 }
@@ -141,9 +152,12 @@ func decodeClaim(r *reply, fingerprint, token string) (store.Record, bool, error
 // Renew implements store.Store. The lease is reset to lease from now on
 // the Redis clock.
 func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
-	err := renewScript.Run(ctx, s.client, s.keys(key),
-		owner.Token, owner.Fence, millis(lease), millis(s.inFlightLife(lease))).Err()
-	return ownerErr("renew", err)
+	cmd, acks := s.eval(ctx, renewScript, s.keys(key),
+		owner.Token, owner.Fence, millis(lease), millis(s.inFlightLife(lease)))
+	if err := ownerErr("renew", cmd.Err()); err != nil {
+		return err
+	}
+	return s.acked("renew", acks)
 }
 
 // Complete implements store.Store. The record expires retention from now on
@@ -153,9 +167,11 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 	if resp != nil {
 		state, status, header, body = store.StateCompleted, resp.Status, encodeHeader(resp.Header), resp.Body
 	}
-	err := completeScript.Run(ctx, s.client, s.keys(key),
-		owner.Token, owner.Fence, millis(retention), int(state), status, header, body).Err()
-	return ownerErr("complete", err)
+	args := []any{owner.Token, owner.Fence, millis(retention), int(state), status, header, body}
+	if s.replicas != nil {
+		return s.completeAcked(ctx, s.keys(key), args)
+	}
+	return ownerErr("complete", completeScript.Run(ctx, s.client, s.keys(key), args...).Err())
 }
 
 // Release implements store.Store. The record is not deleted: it stays in
@@ -163,8 +179,11 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 // WithAbandonedRetention), so the next claim takes it over with a higher
 // fencing number than the releasing owner's.
 func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
-	err := releaseScript.Run(ctx, s.client, s.keys(key), owner.Token, owner.Fence).Err()
-	return ownerErr("release", err)
+	cmd, acks := s.eval(ctx, releaseScript, s.keys(key), owner.Token, owner.Fence)
+	if err := ownerErr("release", cmd.Err()); err != nil {
+		return err
+	}
+	return s.acked("release", acks)
 }
 
 // ownerErr translates the reply of an owner-guarded script: nil means the
