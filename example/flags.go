@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
 	"time"
 )
 
@@ -52,6 +53,10 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 			"keeps its records inside one process, so a duplicate that reaches another worker would "+
 			"run again; use -store redis or -store postgres to share keys between workers, "+
 			"or run one worker", c.workers)
+	}
+	if _, port, err := net.SplitHostPort(c.addr); c.workers > 1 && (err != nil || port == "" || port == "0") {
+		return config{}, fmt.Errorf("-addr %q with -workers %d: give a fixed port; with port 0 each worker "+
+			"would listen on a random port of its own, and no duplicate would ever meet another worker", c.addr, c.workers)
 	}
 	if c.workers > 1 && !sharedPorts {
 		return config{}, fmt.Errorf("-workers %d needs SO_REUSEPORT, which this example supports on "+

@@ -46,12 +46,14 @@ func TestFlagsMemoryStoreRefusesWorkers(t *testing.T) {
 
 func TestFlagsRefused(t *testing.T) {
 	for name, args := range map[string][]string{
-		"unknown store":  {"-store", "sqlite"},
-		"no workers":     {"-workers", "0"},
-		"negative delay": {"-delay", "-1s"},
-		"zero lease":     {"-lease", "0s"},
-		"unknown flag":   {"-port", "80"},
-		"extra argument": {"serve"},
+		"unknown store":           {"-store", "sqlite"},
+		"no workers":              {"-workers", "0"},
+		"negative delay":          {"-delay", "-1s"},
+		"zero lease":              {"-lease", "0s"},
+		"unknown flag":            {"-port", "80"},
+		"random port for workers": {"-store", "redis", "-workers", "2", "-addr", "127.0.0.1:0"},
+		"no port for workers":     {"-store", "redis", "-workers", "2", "-addr", "127.0.0.1"},
+		"extra argument":          {"serve"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parseFlags(args, env(nil))

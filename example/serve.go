@@ -34,9 +34,18 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	a := &api{ledger: led, delay: cfg.delay, log: logger}
 	srv := &http.Server{
-		Handler:           a.routes(newMiddleware(st, cfg.lease, logger)),
+		Handler: a.routes(newMiddleware(st, cfg.lease, logger)),
+		// A client gets this long to send its request line and headers,
+		// so connections that open and then send nothing do not pile up.
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// And this long, from the start, to send the whole request, body
+		// included: a stalled upload holds its connection no longer. The
+		// handler's own time is not counted.
+		ReadTimeout: 30 * time.Second,
+		// A kept-alive connection with no request in progress is closed
+		// after this long.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
