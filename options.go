@@ -26,6 +26,7 @@ type config struct {
 	maxBodyBytes     int64
 	maxResponseBytes int
 	lease            time.Duration
+	recordTimeout    time.Duration // 0: the lease
 	retention        time.Duration
 	retryAfter       time.Duration
 	wait             time.Duration
@@ -218,6 +219,21 @@ func WithLease(d time.Duration) Option {
 		panic("idempotency: WithLease expects d > 0")
 	}
 	return func(c *config) { c.lease = d }
+}
+
+// WithRecordTimeout sets how long each store call that records a
+// request's outcome may take: Complete and Release, or with a
+// store.TxStore, Commit and Rollback. The call runs even if the client has
+// gone away; one that has not answered in time fails and is reported to
+// the error handler like any store error, and a commit that fails so
+// answers the client 503. The store's client must heed context deadlines
+// on its connections (go-redis: ContextTimeoutEnabled). Defaults to the
+// lease (WithLease).
+func WithRecordTimeout(d time.Duration) Option {
+	if d <= 0 {
+		panic("idempotency: WithRecordTimeout expects d > 0")
+	}
+	return func(c *config) { c.recordTimeout = d }
 }
 
 // WithRetention sets how long a completed record is kept for replay.

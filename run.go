@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -106,9 +107,12 @@ func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) store.
 }
 
 // complete records the finished request: resp for replay, or nil for done
-// but not replayable. It runs even if the client has gone away.
+// but not replayable. It runs even if the client has gone away, within the
+// record timeout.
 func (m *middleware) complete(r *http.Request, key string, owner store.Lease, resp *store.Response) {
-	if err := m.store.Complete(detached(r), key, owner, resp, m.retention); err != nil {
+	ctx, cancel := m.recordContext(r)
+	defer cancel()
+	if err := m.store.Complete(ctx, key, owner, resp, m.retention); err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: complete: %w", err))
 	}
 }
@@ -116,16 +120,29 @@ func (m *middleware) complete(r *http.Request, key string, owner store.Lease, re
 // release frees the claim, if still ours, so a retry may run. A release
 // the store refuses with store.ErrNotOwner (the lease was lost, and the key
 // perhaps taken over, while the handler ran) is reported, as a refused
-// complete is: the handler may have run beside another.
+// complete is: the handler may have run beside another. Like complete, it
+// runs within the record timeout even if the client has gone away.
 func (m *middleware) release(r *http.Request, key string, owner store.Lease) {
-	if err := m.store.Release(detached(r), key, owner); err != nil {
+	ctx, cancel := m.recordContext(r)
+	defer cancel()
+	if err := m.store.Release(ctx, key, owner); err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: release: %w", err))
 	}
 }
 
-// detached returns a context for recording the outcome of r: it keeps r's
-// values but not its cancellation, so a client that goes away cannot leave
-// its key claimed. The store client's own timeouts bound the call.
+// recordContext returns the context of a store call that records the
+// outcome of r (complete, release, commit, rollback): detached from r's
+// cancellation, and ending after the record timeout (WithRecordTimeout,
+// else the lease), so that a store that stops answering holds the request
+// no longer than that. The caller must call cancel when the call returns.
+func (m *middleware) recordContext(r *http.Request) (ctx context.Context, cancel context.CancelFunc) {
+	return context.WithTimeout(detached(r), cmp.Or(m.recordTimeout, m.lease))
+}
+
+// detached returns a context for a store call made on behalf of r that
+// must not end with it: it keeps r's values but not its cancellation, so a
+// client that goes away cannot leave its key claimed. Each such call adds
+// a deadline of its own (recordContext, leaseKeeper.renew).
 func detached(r *http.Request) context.Context {
 	return context.WithoutCancel(r.Context())
 }

@@ -35,9 +35,10 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 //   - otherwise the response is stored (or, over the response limit or
 //     with trailers, the key marked done but not replayable) and the
 //     transaction committed;
-//     only then is the response sent. If the commit fails, the client gets
-//     503 instead; a retry with the same key runs the request, or, if the
-//     commit did land before its connection was lost, replays it.
+//     only then is the response sent. If the commit fails, or does not
+//     answer within the record timeout, the client gets 503 instead; a
+//     retry with the same key runs the request, or, if the commit did land
+//     before its connection was lost, replays it.
 func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx) {
 	held := httpx.NewHeld(w)
 	finished := false
@@ -67,7 +68,10 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 		stored := m.toStore(r, held.Status(), held.SentHeader().Clone(), held.Body())
 		resp = &stored
 	}
-	if err := tx.Commit(detached(r), resp, m.retention); err != nil {
+	ctx, cancel := m.recordContext(r)
+	err := tx.Commit(ctx, resp, m.retention)
+	cancel()
+	if err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))
 		m.writeRetryableProblem(w, problemCommitFailed)
 		return
@@ -75,9 +79,12 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 	held.Send()
 }
 
-// rollback abandons the transaction of a request that must not be recorded.
+// rollback abandons the transaction of a request that must not be
+// recorded, within the record timeout.
 func (m *middleware) rollback(r *http.Request, tx store.Tx) {
-	if err := tx.Rollback(detached(r)); err != nil {
+	ctx, cancel := m.recordContext(r)
+	defer cancel()
+	if err := tx.Rollback(ctx); err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: rollback: %w", err))
 	}
 }
