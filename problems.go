@@ -9,31 +9,33 @@ import (
 )
 
 // Problem type URIs: the stable `type` of every problem+json response the
-// middleware writes itself. Clients may switch on them; they never change.
+// middleware writes itself. Each is the address of the section of
+// docs/problems.md that explains it. Clients may switch on them; they do
+// not change.
 const (
 	// ProblemKeyMissing: 400, the route requires an Idempotency-Key.
-	ProblemKeyMissing = "https://github.com/seed43327c4c/idempotency/problems/key-missing"
+	ProblemKeyMissing = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-missing"
 	// ProblemKeyInvalid: 400, the Idempotency-Key is malformed or sent twice.
-	ProblemKeyInvalid = "https://github.com/seed43327c4c/idempotency/problems/key-invalid"
+	ProblemKeyInvalid = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-invalid"
 	// ProblemBodyUnreadable: 400, the request body could not be read.
-	ProblemBodyUnreadable = "https://github.com/seed43327c4c/idempotency/problems/body-unreadable"
+	ProblemBodyUnreadable = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#body-unreadable"
 	// ProblemBodyTooLarge: 413, the request body is over the limit.
-	ProblemBodyTooLarge = "https://github.com/seed43327c4c/idempotency/problems/body-too-large"
+	ProblemBodyTooLarge = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#body-too-large"
 	// ProblemKeyInFlight: 409 with Retry-After, a request with this key is
 	// still running.
-	ProblemKeyInFlight = "https://github.com/seed43327c4c/idempotency/problems/key-in-flight"
+	ProblemKeyInFlight = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-in-flight"
 	// ProblemNotReplayable: 409, a request with this key completed but its
 	// response could not be stored; it will not run again.
-	ProblemNotReplayable = "https://github.com/seed43327c4c/idempotency/problems/not-replayable"
+	ProblemNotReplayable = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#not-replayable"
 	// ProblemKeyReused: 422, the key was first used for a different request.
-	ProblemKeyReused = "https://github.com/seed43327c4c/idempotency/problems/key-reused"
+	ProblemKeyReused = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-reused"
 	// ProblemStoreUnavailable: 503 with Retry-After, the store could not be
 	// reached; the request did not run.
-	ProblemStoreUnavailable = "https://github.com/seed43327c4c/idempotency/problems/store-unavailable"
+	ProblemStoreUnavailable = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#store-unavailable"
 	// ProblemRequestInterrupted: 503 with Retry-After, the request's context
 	// ended (a deadline passed, or the client hung up) before it completed;
 	// a retry with the same key runs it, once its key is free.
-	ProblemRequestInterrupted = "https://github.com/seed43327c4c/idempotency/problems/request-interrupted"
+	ProblemRequestInterrupted = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#request-interrupted"
 )
 
 var (

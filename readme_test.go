@@ -1,0 +1,67 @@
+package idempotency_test
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReadmeMainBuilds extracts the README's Go program (its first ```go
+// block that is a package main) and vets it inside this module, so the
+// front door fails the build when the API it shows changes.
+func TestReadmeMainBuilds(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	program := readmeMain(readme)
+	if program == "" {
+		t.Fatal("README.md has no ```go block holding a package main")
+	}
+	// A directory whose name starts with a dot is inside the module, so the
+	// program's imports resolve through go.mod, yet no ./... pattern lists it.
+	dir, err := os.MkdirTemp(".", ".readme-main-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(goTool, "vet", "./"+filepath.ToSlash(dir)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's program does not build: %v\n%s\n--- the program:\n%s", err, out, program)
+	}
+}
+
+// readmeMain returns the first ```go block of markdown whose code declares
+// package main, or "" if there is none.
+func readmeMain(markdown []byte) string {
+	var block strings.Builder
+	inGo := false
+	lines := bufio.NewScanner(bytes.NewReader(markdown))
+	for lines.Scan() {
+		line := lines.Text()
+		switch {
+		case !inGo && strings.TrimSpace(line) == "```go":
+			inGo = true
+			block.Reset()
+		case inGo && strings.TrimSpace(line) == "```":
+			inGo = false
+			if strings.HasPrefix(block.String(), "package main\n") {
+				return block.String()
+			}
+		case inGo:
+			block.WriteString(line + "\n")
+		}
+	}
+	return ""
+}
