@@ -163,27 +163,17 @@ func WithFingerprint(fingerprint func(r *http.Request, body []byte) string) Opti
 	return func(c *config) { c.fingerprint = fingerprint }
 }
 
-// WithCanonicalJSON makes the fingerprint ignore object key order and
-// whitespace in JSON bodies, so two encodings of one JSON value count as
-// the same request: the fingerprint function (the default or the one given
-// to WithFingerprint) gets the body re-encoded with sorted keys and no
-// insignificant whitespace. A body counts as JSON when the request's
-// Content-Type is application/json or ends in +json; the default
-// fingerprint hashes that header as sent, so two requests whose
-// Content-Type headers differ (a charset parameter, another case) still
-// differ. Bodies that are not one JSON value, or that
-// decoding would change (an object naming a member twice, invalid UTF-8,
-// a lone surrogate escape or U+FFFD, which all decode alike), are passed
-// as they are, so no two different bodies get one canonical form. The
-// handler always reads the body as sent. Every request with a key pays
-// for re-encoding, duplicates included: it reads the body twice and
-// allocates the output and a few words for each member of an object of
-// two members or more (on the development machine about 4 µs for a 1 KiB
-// payment, and for 1 MiB of small values 5 to 30 ms and once to nine times
-// the body, the most for many small objects or members), so keep
-// WithMaxBodyBytes no larger than the endpoint needs. Beside this option,
-// New panics if WithMaxBodyBytes is 2 GiB or more (over math.MaxInt32
-// bytes). Defaults to off.
+// WithCanonicalJSON makes the fingerprint ignore object member order and
+// insignificant whitespace in JSON bodies (Content-Type application/json
+// or ending in +json): the fingerprint function gets the body re-encoded
+// with sorted members. A body that is not one JSON value, or that decoding
+// could read two ways (a member named twice, or two names equal under
+// Unicode case folding, as encoding/json matches them; invalid UTF-8; a
+// lone surrogate escape), is passed as sent, so no two different requests
+// get one fingerprint. The handler always reads the body as sent; the
+// Content-Type header is fingerprinted as sent. Every request with a key
+// pays for re-encoding, so keep WithMaxBodyBytes no larger than the
+// endpoint needs; New panics if it is 2 GiB or more. Defaults to off.
 func WithCanonicalJSON() Option {
 	return func(c *config) { c.canonicalJSON = true }
 }

@@ -27,24 +27,14 @@ var (
 )
 
 // ParseKey returns the idempotency key from the one Idempotency-Key line in
-// h. With no such line it returns ErrKeyMissing, with several ErrKeyMultiple,
-// and with a malformed value ErrKeyInvalid.
-//
-// Spaces and tabs around the whole value are trimmed. The value then takes
-// one of two forms, which name the same key:
-//   - bare, as Stripe clients send it (abc-123): 1..255 bytes, each visible
-//     ASCII (0x21..0x7E); the key is the value itself.
-//   - a structured-field string (RFC 8941), as the IETF draft specifies it
-//     ("abc-123"): any value starting with a double quote is parsed this
-//     way. Between the quotes only 0x20..0x7E is allowed, with \" and \\ the
-//     only escapes; nothing may follow the closing quote, so parameters
-//     ("abc";p=1) are refused. The key is the unescaped content and must be
-//     1..255 bytes.
-//
-// Anything else (an empty value, a key too long, control characters, CR,
-// LF, tab or non-ASCII bytes in the key) is ErrKeyInvalid. For a valid key
-// without escapes ParseKey does not allocate: it returns part of the header's
-// own string.
+// h: ErrKeyMissing without one, ErrKeyMultiple with several, ErrKeyInvalid
+// for a malformed value. Spaces and tabs around the value are trimmed. The
+// value is either bare (abc-123, as Stripe clients send it: 1..255 bytes of
+// visible ASCII, 0x21..0x7E) or an RFC 8941 string ("abc-123", as the IETF
+// draft specifies; any value starting with a double quote): between the
+// quotes 0x20..0x7E, with \" and \\ the only escapes and nothing after the
+// closing quote; the unescaped key must be 1..255 bytes. Both forms name
+// the same key. A valid key without escapes is returned without allocating.
 func ParseKey(h http.Header) (string, error) {
 	lines := h[KeyHeader]
 	switch {

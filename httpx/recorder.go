@@ -10,38 +10,18 @@ import (
 )
 
 // Recorder wraps an http.ResponseWriter, passes everything a handler writes
-// through to it unchanged, and records what was written: the status, the
-// headers at the moment the status was written, the number of body bytes,
-// and a copy of the body up to a limit. The middleware uses the record to
-// decide whether, and what, to store for replay.
+// through to it unchanged, and records the status, the headers as they
+// were when the status was written, and a copy of the body up to a limit.
+//   - The first final status (200 or above, or 101) wins; later ones are
+//     neither recorded nor passed on; other 1xx codes pass through. Write,
+//     a ReadFrom that yields a byte, and Flush imply 200, as in net/http.
+//   - Every body byte reaches the client; past limit the copy is dropped
+//     and Overflowed reports true.
+//   - A flush, a hijack, a failed or short write, an overflow, or trailers
+//     the handler adds make the response not replayable (Replayable).
 //
-// The rules:
-//   - The status is recorded once. The first WriteHeader with a final code
-//     (200 or above, or 101 Switching Protocols) wins; later calls are
-//     ignored and not passed on. Informational codes (100..199 except 101,
-//     such as 103 Early Hints) are passed through and do not count as the
-//     status. Before any WriteHeader, Write implies 200, as net/http's
-//     writer does; so does ReadFrom once its source yields a byte (a source
-//     that fails or ends first leaves the status to the handler), and Flush
-//     when the wrapped writer can flush.
-//   - The header snapshot is a clone of Header() taken when the status is
-//     written. Later header changes are not in it, just as net/http does not
-//     send them. Its memory is reused once the Recorder is Released.
-//   - Every body byte reaches the client. A copy is kept while the body is at
-//     most limit bytes; once it grows beyond limit the copy is dropped, its
-//     memory released, and Overflowed reports true. The copy lives in
-//     memory reused once the Recorder is Released.
-//   - A flushed or hijacked response is reported as such, and so is a body
-//     write that failed or was short; together with an overflow, and
-//     trailers the handler adds (they are sent after the body and not
-//     recorded), these make a response not replayable. Trailers already set
-//     on the wrapped writer when the Recorder was made belong to whoever
-//     set them, outside, and do not count.
-//
-// Unwrap returns the wrapped writer, so http.NewResponseController on a
-// Recorder reaches the real writer's extras, such as SetWriteDeadline.
-// A Recorder is used by one handler goroutine at a time, like any
-// http.ResponseWriter.
+// Unwrap returns the wrapped writer, for http.ResponseController. Memory
+// is reused after Release. One goroutine at a time uses a Recorder.
 type Recorder struct {
 	w     http.ResponseWriter
 	limit int

@@ -19,56 +19,20 @@ const defaultMaxBytes = 256 << 20
 // never is a deadline later than any the store can reach.
 const never = time.Duration(math.MaxInt64)
 
-// Memory is a Store that keeps its records in this process's memory. It is
-// the middleware's default: nothing to run or configure. It protects one
-// process only: a duplicate that reaches another process, or arrives after
-// a restart, is not recognised. Several processes must share a Redis or
-// Postgres store instead.
+// Memory is a Store that keeps its records in this process's memory: the
+// middleware's default, with nothing to run, configure or close. It
+// protects one process only; several processes must share a Redis or
+// Postgres store. Leases and retentions run on the process's monotonic
+// clock. The owner of a lapsed lease may still renew, complete or release
+// its record until another Claim takes the key over or a sweep removes it.
 //
-// Leases and retentions run on the process's monotonic clock, so changes to
-// the wall clock do not move them. The next Claim takes over a record whose
-// lease or retention has ended; until then, the owner of a lapsed lease may
-// still renew, complete or release its record (see Renew), unless a sweep
-// (below) has removed it first, which it may once the lease has ended.
-//
-// The store is bounded by WithMaxRecords. Expired records are swept, under
-// the lock and without a background goroutine, before a new key is inserted
-// when the store is full or has taken in half its size in new keys since the
-// last sweep. When the store is still full of live records, Claim on a new
-// key returns ErrFull; keys already present are claimed, renewed, completed
-// and released as usual. There is nothing to close. A sweep visits every
-// record: while the store is not full that costs O(1) per new key,
-// amortised, but a store kept full (new keys arriving faster than records
-// expire) sweeps every record for each new key it lets in, as its records
-// expire one at a time; size WithMaxRecords and the retention so that it is
-// not full in normal running.
-//
-// The stored responses are bounded too, by WithMaxBytes. A response that
-// does not fit, even after a sweep, is not stored: its key is completed as
-// done but not replayable, so that its request never runs twice.
-//
-// The records lie in one slice, found through a map from a hash of the key
-// to a position in it, which holds no pointers; Complete copies the key,
-// the fingerprint, the header and the body into one string, in a chunk of
-// 64 KiB shared with the records completed around it (data over 16 KiB gets
-// a chunk of its own). A key over 63 bytes is kept as its HashKey (see
-// keptKey), so a record holds at most 64 bytes of key. Until a duplicate
-// decodes it, a completed record then has no object of its own: the store
-// allocates once every few dozen responses, and the garbage collector marks
-// a few large objects without pointers inside. A chunk lives while a record
-// lies in it, so that records kept long could keep alive the chunks they
-// shared with records long gone; once the chunks hold more than twice the
-// bytes of the records in them (and four chunks, and 64 bytes a record
-// slot), the store moves the records out of the chunks less than half full.
-// (The slice does not shrink: it keeps room for the most records the store
-// has held at once, 136 bytes each.)
-// The first duplicate decodes the response (the header, and a copy of the
-// body), and Claim returns that one decoded response to every duplicate,
-// which callers must treat as read-only (see Store.Claim). The decoded
-// response counts against WithMaxBytes too, by an estimate of its size;
-// when it does not fit, each duplicate gets one decoded for it alone. The
-// context arguments are not used: no operation waits for anything but the
-// store's mutex. A Memory is safe for concurrent use and must not be copied
+// The store is bounded. Expired records are swept, without a goroutine of
+// their own, before a new key is inserted; a store still full of live
+// records (WithMaxRecords) refuses a new key with ErrFull. A response that
+// does not fit in WithMaxBytes is not stored: its key is completed as done
+// but not replayable. Claim returns one decoded response to every
+// duplicate, which callers must treat as read-only. The context arguments
+// are unused. A Memory is safe for concurrent use and must not be copied
 // after first use.
 type Memory struct {
 	mu       sync.Mutex

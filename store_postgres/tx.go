@@ -13,31 +13,16 @@ import (
 )
 
 // TxStore is the transactional mode of the store: a store.TxStore whose
-// claims are held by a database transaction that the handler's own writes
-// join (see Tx), so that those writes and the stored response commit
-// together or not at all. Give it to the middleware with
-// idempotency.WithStore; every protected request then runs in a
-// transaction of its own.
-//
-// For each protected request the middleware calls BeginClaim: BEGIN, then
-// one statement that takes the key's advisory lock exclusively and inserts
-// (or takes over) the key's in-flight row. The handler runs with the
-// transaction in its request context; then Commit writes the response into
-// the row and commits, or Rollback undoes the claim and the handler's
-// writes together. The in-flight row is never visible outside the
-// transaction: other requests for the key, through a TxStore or a plain
-// Store on the same table in any process, find the lock taken and report
-// the key in flight (TTL 0) at once, without waiting. A crash of the
-// process or a lost connection aborts the transaction on the server, which
-// frees the key with nothing of the request left behind.
-//
-// Each protected request holds one of the pool's connections from
-// BeginClaim until Commit or Rollback, the handler's whole run included.
-// No lease is kept while the handler runs: the transaction is the claim.
-//
-// The embedded Store keeps every plain method (Claim, Renew, Complete,
-// Release, Migrate, DeleteExpired, StartSweeper), on the same table; it
-// may serve routes whose handlers write nothing to this database.
+// claim is a database transaction that the handler's own writes join (see
+// Tx), so that those writes and the stored response commit together or not
+// at all. Give it to the middleware with idempotency.WithStore. While a
+// request's transaction is open, other requests for its key, through a
+// TxStore or a plain Store on the same table in any process, find it in
+// flight at once, without waiting; a crash or a lost connection aborts the
+// transaction and frees the key with nothing of the request left behind.
+// Each request holds one pool connection from BeginClaim to Commit or
+// Rollback, and keeps no lease. The embedded Store serves every plain
+// method on the same table.
 type TxStore struct {
 	*Store
 }
@@ -51,23 +36,14 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	return &TxStore{Store: New(pool, opts...)}
 }
 
-// BeginClaim implements store.TxStore. A request that claims its key costs
-// BEGIN and the claim statement, then Commit's UPDATE and COMMIT: the plain
-// store's two round trips plus BEGIN and COMMIT. A request that does not
-// claim costs BEGIN, the claim statement and ROLLBACK.
-//
-// If the key is free, or its record has expired, the key is claimed: ctx
-// is returned carrying the transaction (see Tx), with the in-flight record
-// (fence 1, or the expired in-flight owner's fence plus one) and the
-// store.Tx the caller must end. If another request's transaction holds the
-// key, rec is in flight with TTL 0 and the caller's fingerprint, as the
-// holder's row cannot be read before it commits. Otherwise rec is the
-// committed record holding the key, completed or (claimed by a plain
-// Store) in flight.
-//
-// The transaction has the pool's default isolation level. BEGIN is tried
-// again on another connection when it meets a dead one, as every plain
-// statement is; nothing inside the transaction is ever run twice.
+// BeginClaim implements store.TxStore. If the key is free, or its record
+// has expired, it is claimed: ctx is returned carrying the transaction (see
+// Tx), with the in-flight record (fence 1, or the expired owner's fence plus
+// one) and the store.Tx the caller must end. If another request's
+// transaction holds the key, rec is in flight with TTL 0 and the caller's
+// fingerprint, as the holder's row cannot be read before it commits.
+// Otherwise rec is the committed record holding the key. The transaction
+// has the pool's default isolation level.
 func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string) (context.Context, store.Record, store.Tx, error) {
 	if token == "" {
 		return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w", store.ErrEmptyToken)
