@@ -31,7 +31,8 @@ func openRedis(ctx context.Context, cfg config) (store.Store, ledger, func(), er
 	}
 	// Let context deadlines bound each call's network reads and writes,
 	// not only go-redis's own timeouts: the start-up check's, and the
-	// middleware's on lease renewals.
+	// middleware's on lease renewals and on the calls that record an
+	// outcome (WithRecordTimeout).
 	opts.ContextTimeoutEnabled = true
 	client := redis.NewClient(opts)
 	if err := client.Ping(ctx).Err(); err != nil {

@@ -44,7 +44,7 @@ func (a *api) routes(idem func(http.Handler) http.Handler) http.Handler {
 // idempotency.WithScope(func(r *http.Request) string { ... }) returning the
 // authenticated caller (an account or API key id, never a header the client
 // chooses freely), or any client that learns another's key gets that
-// client's stored response replayed (see "Scope: set it" in the README).
+// client's stored response replayed (see docs/usage.md, "Scope: set it").
 func newMiddleware(st store.Store, lease time.Duration, logger *slog.Logger) func(http.Handler) http.Handler {
 	opts := []idempotency.Option{
 		idempotency.WithKeyRequired(),

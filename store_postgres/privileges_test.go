@@ -11,7 +11,7 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// TestLeastPrivilegedRole checks the privileges the README lists: a role
+// TestLeastPrivilegedRole checks the privileges docs/postgres.md lists: a role
 // with USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on the table
 // runs every operation, and Migrate once the table exists, but cannot
 // create the table itself.
