@@ -34,10 +34,11 @@ import (
 // It reads the body in two passes. Besides the output, it allocates 16
 // bytes for each object of two members or more and 12 for each member of
 // such an object, twice over while the object is read, and the decoded
-// names; and, for the largest object of two members or more whose names
-// hold a capital or a non-ASCII character, 8 bytes a member and its names
-// folded. Positions are 32-bit, so the body must be under 2 GiB, which
-// New makes sure of (see maxCanonicalBody).
+// names; and, for an object of two members or more whose names hold a
+// capital or a non-ASCII character, up to 8 bytes a member and its names
+// folded, reused from one such object to the next. Positions are 32-bit,
+// so the body must be under 2 GiB, which New makes sure of (see
+// maxCanonicalBody).
 func canonicalJSON(r *http.Request, body []byte) []byte {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		return body
@@ -84,13 +85,12 @@ type canonicalizer struct {
 	members  []jsonMember // each object's members, sorted, object after object
 	open     []jsonMember // the members of the objects parse is inside
 	names    []byte       // every member name, decoded
-	scratch  []byte       // a decoded string, while it is checked or written
-	folded   []byte       // one object's names, folded, while they are compared
-	foldedAt []nameSpan   // where each of those names is in folded
+	scratch  []byte       // a decoded string, while it is checked or written; or an object's names, folded
+	foldedAt []nameSpan   // where each folded name is in scratch
 	out      []byte
 }
 
-// nameSpan is where one of the folded names is: folded[start:end].
+// nameSpan is where one of the folded names is: scratch[start:end].
 type nameSpan struct{ start, end int32 }
 
 // jsonObject is an object of the body: in[start:end], with the members
@@ -242,11 +242,15 @@ func (c *canonicalizer) namesFoldAlike(members []jsonMember) bool {
 	if !slices.ContainsFunc(members, func(m jsonMember) bool { return mayFoldToAnother(c.name(m)) }) {
 		return false
 	}
-	c.folded, c.foldedAt = c.folded[:0], c.foldedAt[:0]
+	size := 0 // folding never lengthens a name: the least of like characters is no longer in UTF-8
 	for _, m := range members {
-		start := len(c.folded)
-		c.folded = appendFolded(c.folded, c.name(m))
-		c.foldedAt = append(c.foldedAt, nameSpan{start: int32(start), end: int32(len(c.folded))})
+		size += len(c.name(m))
+	}
+	c.scratch, c.foldedAt = slices.Grow(c.scratch[:0], size), slices.Grow(c.foldedAt[:0], len(members))
+	for _, m := range members {
+		start := len(c.scratch)
+		c.scratch = appendFolded(c.scratch, c.name(m))
+		c.foldedAt = append(c.foldedAt, nameSpan{start: int32(start), end: int32(len(c.scratch))})
 	}
 	slices.SortFunc(c.foldedAt, func(a, b nameSpan) int { return bytes.Compare(c.foldedName(a), c.foldedName(b)) })
 	for i := 1; i < len(c.foldedAt); i++ {
@@ -257,11 +261,11 @@ func (c *canonicalizer) namesFoldAlike(members []jsonMember) bool {
 	return false
 }
 
-func (c *canonicalizer) foldedName(s nameSpan) []byte { return c.folded[s.start:s.end] }
+func (c *canonicalizer) foldedName(s nameSpan) []byte { return c.scratch[s.start:s.end] }
 
 // mayFoldToAnother reports whether name holds a capital or a byte of a
-// non-ASCII character: whether another name may equal it under case
-// folding.
+// non-ASCII character. A name that holds neither is equal under case
+// folding to no other name that holds neither.
 func mayFoldToAnother(name []byte) bool {
 	for _, b := range name {
 		if b >= utf8.RuneSelf || 'A' <= b && b <= 'Z' {
