@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -155,11 +156,14 @@ func grown(before, after map[string]int) map[string]int {
 // waitCalls returns how many WAIT commands each master of client has run.
 func waitCalls(t *testing.T, client redis.UniversalClient) map[string]int {
 	t.Helper()
+	var mu sync.Mutex // a Cluster's masters are asked in parallel
 	calls := map[string]int{}
 	pattern := regexp.MustCompile(`cmdstat_wait:calls=(\d+)`)
 	require.NoError(t, forEachNode(t.Context(), client, func(ctx context.Context, node *redis.Client) error {
 		info, err := node.Info(ctx, "commandstats").Result()
 		if m := pattern.FindStringSubmatch(info); m != nil {
+			mu.Lock()
+			defer mu.Unlock()
 			calls[node.Options().Addr], _ = strconv.Atoi(m[1])
 		}
 		return err
@@ -174,10 +178,11 @@ type redisServer struct {
 	cmd  *exec.Cmd
 }
 
-// startRedis starts redis-server on port with the extra arguments args
-// and waits until it answers; the server is killed when the test ends. It
-// skips the test when REDIS_URL is unset, as every Redis test does.
-func startRedis(t *testing.T, port int, args ...string) *redisServer {
+// startRedis starts redis-server on port, with conf as the start of its
+// configuration file and the extra arguments args, and waits until it
+// answers; the server is killed when the test ends. It skips the test when
+// REDIS_URL is unset, as every Redis test does.
+func startRedis(t *testing.T, port int, conf string, args ...string) *redisServer {
 	t.Helper()
 	if os.Getenv("REDIS_URL") == "" {
 		t.Skip("REDIS_URL is not set; set it (e.g. redis://127.0.0.1:6379/0) to run the Redis store tests, " +
@@ -186,18 +191,21 @@ func startRedis(t *testing.T, port int, args ...string) *redisServer {
 	bin, err := exec.LookPath("redis-server")
 	require.NoError(t, err, "REDIS_URL is set, so the replication tests run, and they need redis-server on PATH")
 	dir := t.TempDir()
+	confFile := filepath.Join(dir, "redis.conf")
+	require.NoError(t, os.WriteFile(confFile, []byte(conf), 0o600))
 	logFile, err := os.Create(filepath.Join(dir, "redis.log"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = logFile.Close() })
-	args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+	args = append([]string{confFile, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 		"--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0"}, args...)
 	srv := &redisServer{port: port, cmd: exec.Command(bin, args...)}
 	srv.cmd.Stdout, srv.cmd.Stderr = logFile, logFile
 	srv.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, srv.cmd.Start())
 	t.Cleanup(srv.kill)
+	client := srv.client(t)
 	eventually(t, fmt.Sprintf("redis-server %v answers (log: %s)", args, logFile.Name()), 10*time.Second, func() bool {
-		return srv.client(t).Ping(t.Context()).Err() == nil
+		return client.Ping(t.Context()).Err() == nil
 	})
 	return srv
 }
@@ -234,8 +242,8 @@ func waitForReplica(t *testing.T, replica *redisServer) {
 // client of the primary.
 func replicatedPrimary(t *testing.T) *redis.Client {
 	t.Helper()
-	primary := startRedis(t, freePort(t))
-	waitForReplica(t, startRedis(t, freePort(t), "--replicaof", "127.0.0.1", strconv.Itoa(primary.port)))
+	primary := startRedis(t, freePort(t), "")
+	waitForReplica(t, startRedis(t, freePort(t), "", "--replicaof", "127.0.0.1", strconv.Itoa(primary.port)))
 	return primary.client(t)
 }
 
