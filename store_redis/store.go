@@ -71,8 +71,10 @@ func WithAbandonedRetention(d time.Duration) Option {
 
 // New returns a store that keeps its records through client, which may be a
 // *redis.Client, a Sentinel *redis.Client or a *redis.ClusterClient. New
-// never dials: the first method call uses the client's pool. The server's
-// maxmemory-policy must not evict these keys; see the README.
+// never dials: the first method call uses the client's pool. The client
+// needs ContextTimeoutEnabled, so that the middleware's deadlines bound its
+// calls, and the server a maxmemory-policy that never evicts these keys;
+// see docs/redis.md.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	if client == nil {
 		panic("redisstore: New expects a non-nil client")
