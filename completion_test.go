@@ -169,17 +169,6 @@ func TestClientDisconnectReleasesTheKey(t *testing.T) {
 	require.EqualValues(t, 2, runs.Load())
 }
 
-func postTo(t *testing.T, url, key, body string) *http.Response {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = resp.Body.Close() })
-	return resp
-}
-
 func TestHandlerThatWritesNothingIsReplayedAs200(t *testing.T) {
 	var runs atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -15,17 +15,6 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// withDeadline gives every request a deadline, as a per-request timeout
-// middleware or a gateway's budget does: the context ends while the client
-// is still connected and waiting for an answer.
-func withDeadline(d time.Duration, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), d)
-		defer cancel()
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
-}
-
 // abandoning answers nothing once its request's context ends, as a handler
 // whose payment call honours the context does.
 func abandoning(runs *atomic.Int64) http.Handler {

@@ -67,6 +67,17 @@ func post(h http.Handler, key, body string, edit ...func(*http.Request)) *http.R
 	return serve(h, http.MethodPost, "/payments", key, body, edit...)
 }
 
+func postTo(t *testing.T, url, key, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp
+}
+
 func readAll(t *testing.T, resp *http.Response) string {
 	t.Helper()
 	b, err := io.ReadAll(resp.Body)
@@ -82,6 +93,17 @@ func requireProblem(t *testing.T, resp *http.Response, status int, problemType s
 	require.Equal(t, status, resp.StatusCode)
 	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
 	require.Contains(t, readAll(t, resp), `"type":"`+problemType+`"`)
+}
+
+// withDeadline gives every request a deadline, as a per-request timeout
+// middleware or a gateway's budget does: the context ends while the client
+// is still connected and waiting for an answer.
+func withDeadline(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // flakyStore is a memory store that can be taken down: while down, every
