@@ -73,12 +73,6 @@ func TestReplayedHeaders(t *testing.T) {
 	}
 }
 
-func TestWithReplayHeadersRefusesCredentials(t *testing.T) {
-	require.PanicsWithValue(t, "idempotency: WithReplayHeaders: Set-Cookie is never stored", func() {
-		idempotency.New(idempotency.WithReplayHeaders("set-cookie"))
-	})
-}
-
 func TestHeadersChangedAfterWriteHeaderAreNotReplayed(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/a")
