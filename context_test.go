@@ -89,22 +89,6 @@ func TestDeadlineWhileWaiting(t *testing.T) {
 	<-done
 }
 
-// TestDeadlineDuringClaim: a claim cut off by the request's deadline is a
-// store failure worth logging, and the client gets 503
-// request-interrupted; even with fail-open the handler does not run.
-func TestDeadlineDuringClaim(t *testing.T) {
-	errs := &errorLog{}
-	h := &paymentHandler{}
-	mw := idempotency.New(idempotency.WithStore(&claimFailingStore{Store: store.NewMemory(), fail: stall}), idempotency.WithFailOpen(), errs.option())(h)
-	srv := httptest.NewServer(withDeadline(50*time.Millisecond, mw))
-	defer srv.Close()
-	resp := postTo(t, srv.URL, "k", "{}")
-	requireProblem(t, resp, http.StatusServiceUnavailable, idempotency.ProblemRequestInterrupted)
-	require.Zero(t, h.runs.Load())
-	require.Len(t, errs.all(), 1)
-	require.ErrorIs(t, errs.all()[0], context.DeadlineExceeded)
-}
-
 // TestTimeoutHandlerOutsideRecordsNoCutBody: an http.TimeoutHandler outside
 // the middleware answers 503 when its time is up; the handler, ignoring its
 // context, then charges and writes 201, but none of its body reaches

@@ -3,7 +3,6 @@ package idempotency_test
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
-	"github.com/seed43327c4c/idempotency/store"
 )
 
 // TestReplayKeepsRepresentationHeaders: the headers that say how to read
@@ -62,7 +60,8 @@ func TestReplayKeepsRepresentationHeaders(t *testing.T) {
 type silentBody struct{}
 
 func (silentBody) Read([]byte) (int, error) { return 0, errors.New("client sent nothing") }
-func (silentBody) Close() error             { return nil }
+
+func (silentBody) Close() error { return nil }
 
 // TestAnnouncedLengthIsNotPreallocated: a request that announces a large
 // Content-Length and sends nothing costs the server little memory, however
@@ -97,29 +96,6 @@ func TestReplayedHeadersAreCopies(t *testing.T) {
 	third := post(scribbler, "k", "{}")
 	require.Equal(t, "true", third.Header.Get("Idempotent-Replayed"))
 	require.Equal(t, "/payments/1", post(mw, "k", "{}").Header.Get("Location"))
-}
-
-// forgetfulStore reports every live record completed but without its
-// response, as a faulty store might.
-type forgetfulStore struct{ store.Store }
-
-func (s forgetfulStore) Claim(ctx context.Context, key, fp, token string, lease time.Duration) (store.Record, bool, error) {
-	rec, claimed, err := s.Store.Claim(ctx, key, fp, token, lease)
-	if err == nil && !claimed {
-		rec.State, rec.Response = store.StateCompleted, nil
-	}
-	return rec, claimed, err
-}
-
-// TestCompletedWithoutResponse: a record reported completed without its
-// response gets 409 not-replayable; the handler does not run again and
-// nothing panics.
-func TestCompletedWithoutResponse(t *testing.T) {
-	h := &paymentHandler{}
-	mw := idempotency.New(idempotency.WithStore(forgetfulStore{store.NewMemory()}))(h)
-	require.Equal(t, http.StatusCreated, post(mw, "k", "{}").StatusCode)
-	requireProblem(t, post(mw, "k", "{}"), http.StatusConflict, idempotency.ProblemNotReplayable)
-	require.EqualValues(t, 1, h.runs.Load())
 }
 
 // TestOuterMaxBytesReaderIs413: a body cut off by an http.MaxBytesReader
