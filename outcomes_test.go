@@ -53,20 +53,6 @@ func TestWaitModeRunsWhenTheFirstIsReleased(t *testing.T) {
 	require.EqualValues(t, 2, h.runs.Load(), "the waiting duplicate claims the released key and runs")
 }
 
-func TestStoreLostBeforeCompleteIsReported(t *testing.T) {
-	s := newFlakyStore()
-	errs := &errorLog{}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.down.Store(true) // the store goes away while the handler runs
-		w.WriteHeader(http.StatusCreated)
-	})
-	mw := idempotency.New(idempotency.WithStore(s), errs.option())(h)
-	require.Equal(t, http.StatusCreated, post(mw, "k", "{}").StatusCode, "the client still gets its response")
-	require.Len(t, errs.all(), 1)
-	require.ErrorIs(t, errs.all()[0], errStoreDown)
-	require.Contains(t, errs.all()[0].Error(), "complete")
-}
-
 func TestProblemBodiesAreRFC9457(t *testing.T) {
 	mw := idempotency.New(idempotency.WithKeyRequired())(&paymentHandler{})
 	resp := post(mw, "", "{}")
