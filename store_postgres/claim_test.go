@@ -25,18 +25,11 @@ type claimResult struct {
 // with fingerprint fp(i), and returns what each saw.
 func raceClaims(s *Store, key string, n int, fp func(i int) string) []claimResult {
 	results := make([]claimResult, n)
-	ready := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			token := fmt.Sprintf("token-%d", i)
-			<-ready
-			rec, claimed, err := s.Claim(context.Background(), key, fp(i), token, time.Minute)
-			results[i] = claimResult{token: token, rec: rec, claimed: claimed, err: err}
-		})
-	}
-	close(ready)
-	wg.Wait()
+	race(n, func(i int) {
+		token := fmt.Sprintf("token-%d", i)
+		rec, claimed, err := s.Claim(context.Background(), key, fp(i), token, time.Minute)
+		results[i] = claimResult{token: token, rec: rec, claimed: claimed, err: err}
+	})
 	return results
 }
 
@@ -54,85 +47,53 @@ func winner(t *testing.T, results []claimResult) claimResult {
 	return won[0]
 }
 
-func TestClaimRaceOnFreshKey(t *testing.T) {
-	t.Parallel()
-	s := newTestStore(t)
-	for round := range 20 {
-		key := fmt.Sprintf("fresh-%d", round)
-		results := raceClaims(s, key, 16, func(i int) string { return fmt.Sprintf("fp-%d", i) })
-		w := winner(t, results)
-		assert.Equal(t, int64(1), w.rec.Owner.Fence)
-		for _, r := range results {
-			if r.claimed {
-				continue
+// TestClaimRace: 16 claims of one key race, round after round, on a fresh
+// key and on a key whose lease has expired. Exactly one wins, with the
+// next fencing number; every loser sees the winner's record (not the
+// expired one) without its token; only the winner may complete.
+func TestClaimRace(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		expired bool
+	}{{"fresh key", false}, {"expired lease", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newTestStore(t)
+			ctx := context.Background()
+			for round := range 20 {
+				key := fmt.Sprintf("%s-%d", c.name, round)
+				var first store.Record
+				if c.expired {
+					first = mustClaim(t, s, key, "old", "old-owner", time.Microsecond)
+				}
+
+				results := raceClaims(s, key, 16, func(i int) string { return fmt.Sprintf("fp-%d", i) })
+				w := winner(t, results)
+				assert.Equal(t, first.Owner.Fence+1, w.rec.Owner.Fence, "a claim takes the next fence")
+				for _, r := range results {
+					if r.claimed {
+						continue
+					}
+					assert.Equal(t, store.StateInFlight, r.rec.State)
+					assert.Equal(t, w.rec.Fingerprint, r.rec.Fingerprint, "a loser sees the winner's record, not an expired one")
+					assert.Empty(t, r.rec.Owner.Token)
+					assert.Positive(t, r.rec.TTL)
+				}
+				if c.expired {
+					assert.ErrorIs(t, s.Complete(ctx, key, first.Owner, nil, time.Hour), store.ErrNotOwner)
+				}
+				require.NoError(t, s.Complete(ctx, key, w.rec.Owner, nil, time.Hour))
 			}
-			assert.Equal(t, store.StateInFlight, r.rec.State)
-			assert.Equal(t, w.rec.Fingerprint, r.rec.Fingerprint, "a loser sees the winner's record")
-			assert.Empty(t, r.rec.Owner.Token)
-			assert.Positive(t, r.rec.TTL)
-		}
+		})
 	}
-}
-
-func TestClaimRaceOnExpiredLease(t *testing.T) {
-	t.Parallel()
-	s := newTestStore(t)
-	ctx := context.Background()
-	for round := range 20 {
-		key := fmt.Sprintf("expired-%d", round)
-		first, claimed, err := s.Claim(ctx, key, "old", "old-owner", time.Microsecond)
-		require.NoError(t, err)
-		require.True(t, claimed)
-
-		results := raceClaims(s, key, 16, func(i int) string { return fmt.Sprintf("fp-%d", i) })
-		w := winner(t, results)
-		assert.Equal(t, first.Owner.Fence+1, w.rec.Owner.Fence, "a takeover raises the fence")
-		for _, r := range results {
-			if r.claimed {
-				continue
-			}
-			assert.Equal(t, store.StateInFlight, r.rec.State)
-			assert.Equal(t, w.rec.Fingerprint, r.rec.Fingerprint, "a loser sees the new owner's record, not the expired one")
-			assert.Positive(t, r.rec.TTL)
-		}
-		assert.ErrorIs(t, s.Complete(ctx, key, first.Owner, nil, time.Hour), store.ErrNotOwner)
-		require.NoError(t, s.Complete(ctx, key, w.rec.Owner, nil, time.Hour))
-	}
-}
-
-func TestStaleOwnerRefused(t *testing.T) {
-	t.Parallel()
-	s := newTestStore(t)
-	ctx := context.Background()
-	old, _, err := s.Claim(ctx, "k", "fp", "old", time.Microsecond)
-	require.NoError(t, err)
-	cur, claimed, err := s.Claim(ctx, "k", "fp", "new", time.Minute)
-	require.NoError(t, err)
-	require.True(t, claimed)
-	require.Equal(t, old.Owner.Fence+1, cur.Owner.Fence)
-
-	assert.ErrorIs(t, s.Renew(ctx, "k", old.Owner, time.Hour), store.ErrNotOwner)
-	assert.ErrorIs(t, s.Complete(ctx, "k", old.Owner, &store.Response{Status: 500}, time.Hour), store.ErrNotOwner)
-	assert.ErrorIs(t, s.Release(ctx, "k", old.Owner), store.ErrNotOwner)
-	sameTokenOldFence := store.Lease{Token: "new", Fence: old.Owner.Fence}
-	assert.ErrorIs(t, s.Complete(ctx, "k", sameTokenOldFence, nil, time.Hour), store.ErrNotOwner)
-
-	resp := &store.Response{Status: 201, Body: []byte("new owner")}
-	require.NoError(t, s.Complete(ctx, "k", cur.Owner, resp, time.Hour))
-	rec, claimed, err := s.Claim(ctx, "k", "fp", "third", time.Minute)
-	require.NoError(t, err)
-	assert.False(t, claimed)
-	assert.Equal(t, resp, rec.Response)
 }
 
 func TestClaimAfterRetentionStartsAgain(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t)
 	ctx := context.Background()
-	rec, _, err := s.Claim(ctx, "k", "fp", "a", time.Microsecond)
-	require.NoError(t, err)
-	rec, _, err = s.Claim(ctx, "k", "fp", "b", time.Minute)
-	require.NoError(t, err)
+	mustClaim(t, s, "k", "fp", "a", time.Microsecond)
+	rec := mustClaim(t, s, "k", "fp", "b", time.Minute)
 	require.Equal(t, int64(2), rec.Owner.Fence)
 	require.NoError(t, s.Complete(ctx, "k", rec.Owner, &store.Response{Status: 200}, time.Microsecond))
 
@@ -149,8 +110,7 @@ func TestLapsedLeaseStillOwnedUntilTakenOver(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t)
 	ctx := context.Background()
-	rec, _, err := s.Claim(ctx, "k", "fp", "a", time.Microsecond)
-	require.NoError(t, err)
+	rec := mustClaim(t, s, "k", "fp", "a", time.Microsecond)
 	require.NoError(t, s.Renew(ctx, "k", rec.Owner, time.Minute))
 	again, claimed, err := s.Claim(ctx, "k", "fp", "b", time.Minute)
 	require.NoError(t, err)
@@ -168,70 +128,38 @@ func TestClaimRaceUnderStricterIsolation(t *testing.T) {
 	for _, level := range []string{"repeatable read", "serializable"} {
 		t.Run(level, func(t *testing.T) {
 			t.Parallel()
-			table, pool := isolatedPool(t, level, 16)
-			plain := New(pool, WithTable(table))
-			inTx := NewTx(pool, WithTable(table))
+			plain, inTx := isolatedStores(t, level, 16)
 			for round := range 10 {
 				key := fmt.Sprint("race-", round)
-				var wg sync.WaitGroup
 				var mu sync.Mutex
 				won := 0
 				var errs []error
-				for i := range 16 {
-					wg.Go(func() {
-						token := fmt.Sprint("token-", i)
-						var claimed bool
-						var err error
-						if i%2 == 0 {
-							_, claimed, err = plain.Claim(context.Background(), key, "fp", token, time.Minute)
-						} else {
-							var tx store.Tx
-							_, _, tx, err = inTx.BeginClaim(context.Background(), key, "fp", token)
-							if tx != nil {
-								claimed = true
-								err = tx.Commit(context.Background(), nil, time.Hour)
-							}
+				race(16, func(i int) {
+					token := fmt.Sprint("token-", i)
+					var claimed bool
+					var err error
+					if i%2 == 0 {
+						_, claimed, err = plain.Claim(context.Background(), key, "fp", token, time.Minute)
+					} else {
+						var tx store.Tx
+						_, _, tx, err = inTx.BeginClaim(context.Background(), key, "fp", token)
+						if tx != nil {
+							claimed = true
+							err = tx.Commit(context.Background(), nil, time.Hour)
 						}
-						mu.Lock()
-						defer mu.Unlock()
-						if claimed {
-							won++
-						}
-						if err != nil {
-							errs = append(errs, err)
-						}
-					})
-				}
-				wg.Wait()
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if claimed {
+						won++
+					}
+					if err != nil {
+						errs = append(errs, err)
+					}
+				})
 				require.Empty(t, errs, "round %d", round)
 				require.Equal(t, 1, won, "round %d: exactly one claim wins", round)
 			}
 		})
 	}
-}
-
-// TestStaleOwnerUnderStricterIsolation: under repeatable read, a stale
-// owner's Complete that waited for a transactional takeover's row lock
-// gets store.ErrNotOwner once the takeover commits, not the server's
-// serialization failure.
-func TestStaleOwnerUnderStricterIsolation(t *testing.T) {
-	t.Parallel()
-	table, pool := isolatedPool(t, "repeatable read", 0)
-	plain := New(pool, WithTable(table))
-	inTx := NewTx(pool, WithTable(table))
-	ctx := context.Background()
-
-	stale, claimed, err := plain.Claim(ctx, "pay", "fp", "stale", 50*time.Millisecond)
-	require.NoError(t, err)
-	require.True(t, claimed)
-	time.Sleep(100 * time.Millisecond)
-	_, _, tx, err := inTx.BeginClaim(ctx, "pay", "fp", "takeover")
-	require.NoError(t, err)
-	require.NotNil(t, tx, "the transactional claim takes the lapsed row over")
-
-	completed := make(chan error, 1)
-	go func() { completed <- plain.Complete(ctx, "pay", stale.Owner, nil, time.Hour) }()
-	time.Sleep(200 * time.Millisecond) // the Complete is waiting on the row lock
-	require.NoError(t, tx.Commit(ctx, nil, time.Hour))
-	require.ErrorIs(t, <-completed, store.ErrNotOwner)
 }

@@ -5,6 +5,7 @@ var (
 	TestConfig = testConfig
 	Connect    = connect
 	TestTable  = testTable
+	SendTo     = sendTo
 )
 
 // DropTable drops s's table.

@@ -2,15 +2,29 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store"
 )
+
+// testSchema creates a schema no other test uses through p and returns
+// its name; it is dropped, with all it holds, when the test ends.
+func testSchema(t *testing.T, p *pgxpool.Pool) string {
+	t.Helper()
+	schema := testTable(t)
+	_, err := p.Exec(context.Background(), "CREATE SCHEMA "+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, err := p.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		require.NoError(t, err)
+	})
+	return schema
+}
 
 func TestMigrateConcurrently(t *testing.T) {
 	t.Parallel()
@@ -21,22 +35,11 @@ func TestMigrateConcurrently(t *testing.T) {
 		t.Cleanup(func() { dropTable(t, s) })
 		const workers = 12
 		errs := make([]error, workers)
-		ready := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range workers {
-			wg.Go(func() {
-				<-ready
-				errs[i] = s.Migrate(ctx)
-			})
-		}
-		close(ready)
-		wg.Wait()
+		race(workers, func(i int) { errs[i] = s.Migrate(ctx) })
 		for _, err := range errs {
 			require.NoError(t, err)
 		}
-		_, claimed, err := s.Claim(ctx, "k", "fp", "t", time.Minute)
-		require.NoError(t, err)
-		assert.True(t, claimed)
+		mustClaim(t, s, "k", "fp", "t", time.Minute)
 		require.NoError(t, s.Migrate(ctx), "Migrate on an existing table changes nothing")
 	}
 }
@@ -45,42 +48,51 @@ func TestMigrateInSchema(t *testing.T) {
 	t.Parallel()
 	p := testPool(t)
 	ctx := context.Background()
-	schema := testTable(t)
-	_, err := p.Exec(ctx, "CREATE SCHEMA "+schema)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, err := p.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		require.NoError(t, err)
-	})
+	schema := testSchema(t, p)
 	s := New(p, WithSchema(schema))
 	require.NoError(t, s.Migrate(ctx))
 	var n int
 	require.NoError(t, p.QueryRow(ctx,
 		`SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND tablename = $2`, schema, DefaultTable).Scan(&n))
 	assert.Equal(t, 2, n, "primary key and expiry index, both in the schema")
-	_, claimed, err := s.Claim(ctx, "k", "fp", "t", time.Minute)
+	mustClaim(t, s, "k", "fp", "t", time.Minute)
+}
+
+// TestLeastPrivilegedRole checks the privileges docs/postgres.md lists: a role
+// with USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on the table
+// runs every operation, and Migrate once the table exists, but cannot
+// create the table itself.
+func TestLeastPrivilegedRole(t *testing.T) {
+	t.Parallel()
+	admin := testPool(t)
+	ctx := context.Background()
+	role := testTable(t)
+	_, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN")
 	require.NoError(t, err)
-	assert.True(t, claimed)
-}
+	t.Cleanup(func() {
+		_, err := admin.Exec(context.Background(), "DROP ROLE "+role)
+		assert.NoError(t, err)
+	})
+	schema := testSchema(t, admin) // dropped before the role, which then holds no grant
+	_, err = admin.Exec(ctx, "GRANT USAGE ON SCHEMA "+schema+" TO "+role)
+	require.NoError(t, err)
 
-func TestNamesAreValidatedAndQuoted(t *testing.T) {
-	for _, bad := range []string{"", "Keys", "1keys", "keys; DROP TABLE x", `ke"ys`, "k-eys", strings.Repeat("k", 51)} {
-		want := fmt.Sprintf("pgstore: WithTable expects a name matching ^[a-z_][a-z0-9_]{0,49}$, got %q", bad)
-		assert.PanicsWithValue(t, want, func() { WithTable(bad) }, bad)
-		if len(bad) <= 50 {
-			assert.Panics(t, func() { WithSchema(bad) }, bad)
-		}
-	}
-	assert.NotPanics(t, func() { WithTable(strings.Repeat("k", 50)) })
-	assert.NotPanics(t, func() { WithSchema(strings.Repeat("s", 63)) })
-	assert.PanicsWithValue(t, "pgstore: New expects a non-nil pool", func() { New(nil) })
-}
+	p := ownPool(t, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.User = role
+		cfg.MaxConns = 2
+	})
+	s := New(p, WithSchema(schema))
+	require.ErrorContains(t, s.Migrate(ctx), "permission denied", "creating the table needs CREATE on the schema")
 
-func TestStatementsUseQuotedNames(t *testing.T) {
-	st := newStatements(`"s"."t"`, `"t_expires_idx"`)
-	for _, sql := range []string{st.schema, st.claim, st.renew, st.complete, st.release, st.deleteExpired} {
-		assert.NotContains(t, sql, DefaultTable)
-		assert.Contains(t, sql, `"s"."t"`)
-	}
-	assert.Contains(t, st.schema, `INDEX IF NOT EXISTS "t_expires_idx" ON "s"."t" (expires_at)`)
+	require.NoError(t, New(admin, WithSchema(schema)).Migrate(ctx))
+	_, err = admin.Exec(ctx, "GRANT SELECT, INSERT, UPDATE, DELETE ON "+s.name+" TO "+role)
+	require.NoError(t, err)
+
+	require.NoError(t, s.Migrate(ctx), "Migrate on an existing table needs no CREATE")
+	rec := mustClaim(t, s, "k", "fp", "t", time.Minute)
+	require.NoError(t, s.Renew(ctx, "k", rec.Owner, time.Minute))
+	require.NoError(t, s.Release(ctx, "k", rec.Owner))
+	rec = mustClaim(t, s, "k", "fp", "t", time.Minute)
+	require.NoError(t, s.Complete(ctx, "k", rec.Owner, &store.Response{Status: 201}, time.Microsecond))
+	assert.Equal(t, 1, mustDeleteExpired(t, s, 10))
 }

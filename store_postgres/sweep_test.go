@@ -46,8 +46,7 @@ func TestDeleteExpiredInBatches(t *testing.T) {
 
 	var got []int
 	for {
-		n, err := s.DeleteExpired(ctx, 10)
-		require.NoError(t, err)
+		n := mustDeleteExpired(t, s, 10)
 		got = append(got, n)
 		if n < 10 {
 			break
@@ -114,33 +113,20 @@ func TestSweepersShareOneTable(t *testing.T) {
 func TestSweepKeepsAbandonedRows(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t, WithAbandonedRetention(time.Second))
-	ctx := context.Background()
-	crashed, claimed, err := s.Claim(ctx, "pay", "fp", "crashed", 50*time.Millisecond)
-	require.NoError(t, err)
-	require.True(t, claimed)
+	crashed := mustClaim(t, s, "pay", "fp", "crashed", 50*time.Millisecond)
 	time.Sleep(100 * time.Millisecond)
 
-	n, err := s.DeleteExpired(ctx, 100)
-	require.NoError(t, err)
-	require.Zero(t, n, "a lapsed lease is kept for the abandoned retention")
-	second, claimed, err := s.Claim(ctx, "pay", "fp", "second", time.Minute)
-	require.NoError(t, err)
-	require.True(t, claimed)
+	require.Zero(t, mustDeleteExpired(t, s, 100), "a lapsed lease is kept for the abandoned retention")
+	second := mustClaim(t, s, "pay", "fp", "second", time.Minute)
 	require.Greater(t, second.Owner.Fence, crashed.Owner.Fence, "the takeover after a sweep")
 
-	require.NoError(t, s.Release(ctx, "pay", second.Owner))
-	n, err = s.DeleteExpired(ctx, 100)
-	require.NoError(t, err)
-	require.Zero(t, n, "a released row is kept for the abandoned retention")
-	third, claimed, err := s.Claim(ctx, "pay", "fp", "third", 50*time.Millisecond)
-	require.NoError(t, err)
-	require.True(t, claimed)
+	require.NoError(t, s.Release(context.Background(), "pay", second.Owner))
+	require.Zero(t, mustDeleteExpired(t, s, 100), "a released row is kept for the abandoned retention")
+	third := mustClaim(t, s, "pay", "fp", "third", 50*time.Millisecond)
 	require.Greater(t, third.Owner.Fence, second.Owner.Fence, "the claim after a release and a sweep")
 
 	time.Sleep(1500 * time.Millisecond)
-	n, err = s.DeleteExpired(ctx, 100)
-	require.NoError(t, err)
-	require.Equal(t, 1, n, "after the abandoned retention the row is swept")
+	require.Equal(t, 1, mustDeleteExpired(t, s, 100), "after the abandoned retention the row is swept")
 }
 
 func TestStartSweeperRejectsNegativeInterval(t *testing.T) {
@@ -169,14 +155,11 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // COMMIT, and the middleware would answer 503.
 func TestSweepDoesNotAbortSerializableClaims(t *testing.T) {
 	t.Parallel()
-	table, p := isolatedPool(t, "serializable", 0)
-	s := NewTx(p, WithTable(table))
+	_, s := isolatedStores(t, "serializable", 0)
 	ctx := context.Background()
 	for round := range 100 {
 		key := fmt.Sprint("k-", round)
-		old, claimed, err := s.Claim(ctx, key, "fp", "old", time.Minute)
-		require.NoError(t, err)
-		require.True(t, claimed)
+		old := mustClaim(t, s.Store, key, "fp", "old", time.Minute)
 		require.NoError(t, s.Complete(ctx, key, old.Owner, &store.Response{Status: 201}, time.Millisecond))
 		time.Sleep(3 * time.Millisecond) // the retention ends on the server's clock
 

@@ -3,77 +3,20 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed43327c4c/idempotency"
 	"github.com/seed43327c4c/idempotency/store"
-	"github.com/seed43327c4c/idempotency/store/storetest"
 )
-
-// TestTxConformance runs the shared store suite against the plain methods
-// of the transactional store.
-func TestTxConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return newTestTxStore(t) })
-}
-
-// newTestTxStore returns a transactional store on a fresh table of its own,
-// beside which a ledger table (name + "_ledger", one text column) stands
-// for the handler's own data.
-func newTestTxStore(t *testing.T) *TxStore {
-	t.Helper()
-	s := &TxStore{Store: newTestStore(t)}
-	_, err := s.pool.Exec(context.Background(), `CREATE TABLE `+s.ledger()+` (id text PRIMARY KEY)`)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, err := s.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+s.ledger())
-		require.NoError(t, err)
-	})
-	return s
-}
-
-func (s *TxStore) ledger() string { return pgx.Identifier{s.table + "_ledger"}.Sanitize() }
-
-// ledgerRows returns the committed ids in the ledger, as another
-// connection sees them.
-func (s *TxStore) ledgerRows(t *testing.T) []string {
-	t.Helper()
-	rows, err := s.pool.Query(context.Background(), `SELECT id FROM `+s.ledger()+` ORDER BY id`)
-	require.NoError(t, err)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	return ids
-}
-
-// rows returns how many committed rows the store's table holds for key.
-func (s *TxStore) rows(t *testing.T, key string) int {
-	t.Helper()
-	var n int
-	require.NoError(t, s.pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM `+s.name+` WHERE key = $1`, []byte(store.HashKey(key))).Scan(&n))
-	return n
-}
-
-// mustBeginClaim claims key in a transaction and writes id to the ledger
-// through the transaction the handler would get.
-func mustBeginClaim(t *testing.T, s *TxStore, key, fingerprint, id string) (store.Record, store.Tx) {
-	t.Helper()
-	ctx, rec, tx, err := s.BeginClaim(context.Background(), key, fingerprint, "token-"+id)
-	require.NoError(t, err)
-	require.NotNil(t, tx, "the key is claimed")
-	// A failed assertion must not leave the transaction open: the table's
-	// DROP at cleanup would wait for it until the test binary times out.
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	handlerTx, ok := Tx(ctx)
-	require.True(t, ok, "the context carries the transaction")
-	_, err = handlerTx.Exec(ctx, `INSERT INTO `+s.ledger()+` (id) VALUES ($1)`, id)
-	require.NoError(t, err)
-	return rec, tx
-}
 
 // TestTxEmptyTokenIsRefused: BeginClaim under an empty token fails with
 // store.ErrEmptyToken, opens no transaction and leaves the key free.
@@ -135,6 +78,26 @@ func TestTxRollbackLeavesNothing(t *testing.T) {
 	assert.Equal(t, store.StateUnreplayable, got.State, "a nil response commits done but not replayable")
 }
 
+// assertHeldByOpenTx checks that a transactional and a plain claim of key
+// under fingerprint both report it in flight at once, as a key an open
+// transaction holds: in flight, TTL 0, and the caller's fingerprint. A
+// context deadline proves neither waited for the holder.
+func assertHeldByOpenTx(t *testing.T, s *TxStore, key, fingerprint string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, rec, second, err := s.BeginClaim(ctx, key, fingerprint, "second")
+	require.NoError(t, err, "a transactional claim waited for the holder")
+	assert.Nil(t, second)
+	assert.Equal(t, store.Record{State: store.StateInFlight, Fingerprint: fingerprint}, rec,
+		"in flight, TTL 0, and the caller's fingerprint: the holder's row is not visible")
+
+	rec, claimed, err := s.Claim(ctx, key, fingerprint, "plain", time.Minute)
+	require.NoError(t, err, "a plain claim waited for the holder")
+	assert.False(t, claimed)
+	assert.Equal(t, store.Record{State: store.StateInFlight, Fingerprint: fingerprint}, rec)
+}
+
 // TestTxHeldKeyIsNotWaitedFor: while a transaction holds a key, every
 // other claim of it (transactional or plain, same fingerprint or not)
 // reports it in flight at once. A context deadline proves none waited: the
@@ -146,18 +109,7 @@ func TestTxHeldKeyIsNotWaitedFor(t *testing.T) {
 	defer func() { require.NoError(t, tx.Rollback(context.Background())) }()
 
 	for _, fp := range []string{"fp", "other"} {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, rec, second, err := s.BeginClaim(ctx, "k", fp, "second")
-		require.NoError(t, err, "a transactional claim waited for the holder")
-		assert.Nil(t, second)
-		assert.Equal(t, store.Record{State: store.StateInFlight, Fingerprint: fp}, rec,
-			"in flight, TTL 0, and the caller's fingerprint: the holder's row is not visible")
-
-		rec, claimed, err := s.Claim(ctx, "k", fp, "plain", time.Minute)
-		require.NoError(t, err, "a plain claim waited for the holder")
-		assert.False(t, claimed)
-		assert.Equal(t, store.Record{State: store.StateInFlight, Fingerprint: fp}, rec)
-		cancel()
+		assertHeldByOpenTx(t, s, "k", fp)
 	}
 	assert.Zero(t, s.rows(t, "k"))
 }
@@ -168,28 +120,20 @@ func TestTxHeldKeyIsNotWaitedFor(t *testing.T) {
 func TestTxTakeoverIsNotWaitedFor(t *testing.T) {
 	t.Parallel()
 	s := newTestTxStore(t)
-	old, _, err := s.Claim(context.Background(), "k", "old", "old-owner", time.Microsecond)
-	require.NoError(t, err)
+	old := mustClaim(t, s.Store, "k", "old", "old-owner", time.Microsecond)
 	rec, tx := mustBeginClaim(t, s, "k", "fp", "pay_1")
 	assert.Equal(t, old.Owner.Fence+1, rec.Owner.Fence, "a takeover raises the fence")
 
+	assertHeldByOpenTx(t, s, "k", "fp")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, got, second, err := s.BeginClaim(ctx, "k", "fp", "second")
-	require.NoError(t, err)
-	assert.Nil(t, second)
-	assert.Equal(t, store.Record{State: store.StateInFlight, Fingerprint: "fp"}, got)
-	got, claimed, err := s.Claim(ctx, "k", "fp", "plain", time.Minute)
-	require.NoError(t, err)
-	assert.False(t, claimed)
-	assert.Equal(t, store.Record{State: store.StateInFlight, Fingerprint: "fp"}, got)
 	n, err := s.DeleteExpired(ctx, 10)
 	require.NoError(t, err)
 	assert.Zero(t, n, "the sweeper skips the row being taken over")
 
 	require.NoError(t, tx.Commit(ctx, &store.Response{Status: 201}, time.Hour))
 	assert.ErrorIs(t, s.Complete(ctx, "k", old.Owner, nil, time.Hour), store.ErrNotOwner)
-	got, _, err = s.Claim(ctx, "k", "fp", "plain", time.Minute)
+	got, _, err := s.Claim(ctx, "k", "fp", "plain", time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, store.StateCompleted, got.State)
 	assert.Equal(t, []string{"pay_1"}, s.ledgerRows(t))
@@ -200,11 +144,8 @@ func TestTxTakeoverIsNotWaitedFor(t *testing.T) {
 func TestTxPlainClaimHoldsOff(t *testing.T) {
 	t.Parallel()
 	s := newTestTxStore(t)
-	ctx := context.Background()
-	_, claimed, err := s.Claim(ctx, "k", "plain-fp", "plain", time.Minute)
-	require.NoError(t, err)
-	require.True(t, claimed)
-	_, rec, tx, err := s.BeginClaim(ctx, "k", "fp", "tx")
+	mustClaim(t, s.Store, "k", "plain-fp", "plain", time.Minute)
+	_, rec, tx, err := s.BeginClaim(context.Background(), "k", "fp", "tx")
 	require.NoError(t, err)
 	assert.Nil(t, tx)
 	assert.Equal(t, store.StateInFlight, rec.State)
@@ -222,46 +163,38 @@ func TestTxRaceOneWinner(t *testing.T) {
 	for round := range 20 {
 		key := fmt.Sprintf("race-%d", round)
 		if round%2 == 1 {
-			_, _, err := s.Claim(context.Background(), key, "old", "old-owner", time.Microsecond)
-			require.NoError(t, err)
+			mustClaim(t, s.Store, key, "old", "old-owner", time.Microsecond)
 		}
 		var (
 			mu      sync.Mutex
 			winners []store.Tx
 			plain   int
-			wg      sync.WaitGroup
 		)
-		ready := make(chan struct{})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		for i := range txClaims + plainClaims {
-			wg.Go(func() {
-				<-ready
-				token := fmt.Sprintf("token-%d", i)
-				if i < plainClaims {
-					rec, claimed, err := s.Claim(ctx, key, "fp", token, time.Minute)
-					assert.NoError(t, err)
-					mu.Lock()
-					defer mu.Unlock()
-					if claimed {
-						plain++
-					} else {
-						assert.Equal(t, store.StateInFlight, rec.State)
-					}
-					return
-				}
-				_, rec, tx, err := s.BeginClaim(ctx, key, "fp", token)
+		race(txClaims+plainClaims, func(i int) {
+			token := fmt.Sprintf("token-%d", i)
+			if i < plainClaims {
+				rec, claimed, err := s.Claim(ctx, key, "fp", token, time.Minute)
 				assert.NoError(t, err)
 				mu.Lock()
 				defer mu.Unlock()
-				if tx != nil {
-					winners = append(winners, tx)
+				if claimed {
+					plain++
 				} else {
 					assert.Equal(t, store.StateInFlight, rec.State)
 				}
-			})
-		}
-		close(ready)
-		wg.Wait()
+				return
+			}
+			_, rec, tx, err := s.BeginClaim(ctx, key, "fp", token)
+			assert.NoError(t, err)
+			mu.Lock()
+			defer mu.Unlock()
+			if tx != nil {
+				winners = append(winners, tx)
+			} else {
+				assert.Equal(t, store.StateInFlight, rec.State)
+			}
+		})
 		cancel()
 		require.Equal(t, 1, len(winners)+plain, "round %d: %d transactions and %d plain claims won", round, len(winners), plain)
 		for _, tx := range winners {
@@ -280,11 +213,8 @@ func TestTxFailedHandlerStatementCommitsNothing(t *testing.T) {
 	txCtx, _, tx, err := s.BeginClaim(ctx, "k", "fp", "token")
 	require.NoError(t, err)
 	require.NotNil(t, tx)
-	handlerTx, _ := Tx(txCtx)
-	_, err = handlerTx.Exec(ctx, `INSERT INTO `+s.ledger()+` (id) VALUES ('pay_1')`)
-	require.NoError(t, err)
-	_, err = handlerTx.Exec(ctx, `INSERT INTO `+s.ledger()+` (id) VALUES ('pay_1')`)
-	require.Error(t, err, "a duplicate id")
+	require.NoError(t, s.writeLedger(txCtx, "pay_1"))
+	require.Error(t, s.writeLedger(txCtx, "pay_1"), "a duplicate id")
 
 	require.Error(t, tx.Commit(ctx, &store.Response{Status: 201}, time.Hour))
 	require.NoError(t, tx.Rollback(ctx))
@@ -308,8 +238,7 @@ func TestTxAccessor(t *testing.T) {
 	require.True(t, ok)
 	assert.ErrorIs(t, handlerTx.Commit(ctx), ErrTxOwned)
 	assert.ErrorIs(t, handlerTx.Rollback(ctx), ErrTxOwned)
-	_, err = handlerTx.Exec(ctx, `INSERT INTO `+s.ledger()+` (id) VALUES ('pay_1')`)
-	require.NoError(t, err, "the transaction is still open")
+	require.NoError(t, s.writeLedger(txCtx, "pay_1"), "the transaction is still open")
 	assert.Empty(t, s.ledgerRows(t), "and was not committed")
 
 	// A savepoint undoes part of the handler's writes.
@@ -321,4 +250,120 @@ func TestTxAccessor(t *testing.T) {
 
 	require.NoError(t, claim.Commit(ctx, &store.Response{Status: 422}, time.Hour))
 	assert.Equal(t, []string{"pay_1"}, s.ledgerRows(t))
+}
+
+// countingTxStore counts BeginClaim calls.
+type countingTxStore struct {
+	*TxStore
+	begins atomic.Int64
+}
+
+func (s *countingTxStore) BeginClaim(ctx context.Context, key, fingerprint, token string) (context.Context, store.Record, store.Tx, error) {
+	s.begins.Add(1)
+	return s.TxStore.BeginClaim(ctx, key, fingerprint, token)
+}
+
+// txFixture is a transactional store with its ledger (newTestTxStore),
+// reached through a pool of four connections of its own, and a handler
+// that writes the request's key to the ledger through the request's
+// transaction, then, once release is closed, answers 503 to a request with
+// an X-Fail header and 201 to any other.
+type txFixture struct {
+	store   *countingTxStore
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newTxFixture(t *testing.T) *txFixture {
+	p := ownPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 4 })
+	return &txFixture{
+		store:   &countingTxStore{TxStore: newTestTxStoreOn(t, p)},
+		entered: make(chan struct{}, 10),
+		release: make(chan struct{}),
+	}
+}
+
+func (f *txFixture) handler(opts ...idempotency.Option) http.Handler {
+	opts = append([]idempotency.Option{idempotency.WithStore(f.store)}, opts...)
+	return idempotency.New(opts...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := f.store.writeLedger(r.Context(), r.Header.Get("Idempotency-Key")); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		f.entered <- struct{}{}
+		<-f.release
+		if r.Header.Get("X-Fail") != "" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		} else {
+			w.WriteHeader(http.StatusCreated)
+		}
+		_, _ = w.Write([]byte(`{"id":"pay_1"}`))
+	}))
+}
+
+// TestTxMiddlewareWaitThenReplay: with WithWait, a duplicate that arrives
+// while the first request's transaction is open polls (each poll a
+// BeginClaim that reports the key in flight) until the commit, then gets
+// the replay; the handler ran once and its row was committed once.
+func TestTxMiddlewareWaitThenReplay(t *testing.T) {
+	t.Parallel()
+	f := newTxFixture(t)
+	h := f.handler(idempotency.WithWait(time.Minute))
+	first := make(chan *httptest.ResponseRecorder)
+	go func() { first <- sendTo(h, "k", nil) }()
+	<-f.entered
+	dup := make(chan *httptest.ResponseRecorder)
+	go func() { dup <- sendTo(h, "k", nil) }()
+	require.Eventually(t, func() bool { return f.store.begins.Load() >= 3 }, time.Minute, 5*time.Millisecond,
+		"the duplicate polled the key in flight")
+	assert.Empty(t, f.store.ledgerRows(t), "nothing is committed while the handler runs")
+	close(f.release)
+
+	w := <-first
+	require.Equal(t, http.StatusCreated, w.Code)
+	d := <-dup
+	assert.Equal(t, http.StatusCreated, d.Code)
+	assert.Equal(t, "true", d.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, w.Body.String(), d.Body.String())
+	assert.Equal(t, []string{"k"}, f.store.ledgerRows(t))
+}
+
+// TestTxMiddleware5xxRollsBack: a 5xx is sent as written, and the
+// handler's row is rolled back with the claim, so the retry runs afresh
+// and its row is the only one.
+func TestTxMiddleware5xxRollsBack(t *testing.T) {
+	t.Parallel()
+	f := newTxFixture(t)
+	close(f.release)
+	h := f.handler()
+	w := sendTo(h, "k", http.Header{"X-Fail": {"1"}})
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+	assert.Empty(t, f.store.ledgerRows(t), "the 5xx's row was rolled back")
+
+	w = sendTo(h, "k", nil)
+	assert.Equal(t, http.StatusCreated, w.Code)
+	assert.Empty(t, w.Header().Get("Idempotent-Replayed"), "the retry ran afresh")
+	assert.Equal(t, []string{"k"}, f.store.ledgerRows(t))
+}
+
+// TestTxRoundTripsPerRequest counts, through the real middleware, what the
+// transactional mode asks of Postgres: a first request costs BEGIN, the
+// claim, the complete and COMMIT, the plain store's two plus BEGIN and
+// COMMIT; a request that claims nothing costs BEGIN, the claim and
+// ROLLBACK. The handler's own INSERT, one statement and one round trip, is
+// counted in the first request's figure.
+func TestTxRoundTripsPerRequest(t *testing.T) {
+	// Two connections: one held by a request in flight, one for its
+	// duplicate.
+	rt := &roundTrips{}
+	s := newTestTxStoreOn(t, countedPool(t, rt, 2))
+	write := func(r *http.Request) error {
+		return s.writeLedger(r.Context(), r.URL.Path+" "+r.Header.Get("Idempotency-Key"))
+	}
+	requireCosts(t, rt, s, write, 2, requestCosts{
+		first:    cost{5, "BEGIN, claim, the handler's INSERT, complete, COMMIT"},
+		replay:   cost{3, "BEGIN, claim, ROLLBACK"},
+		reused:   cost{3, "BEGIN, claim, ROLLBACK"},
+		conflict: cost{3, "BEGIN, claim, ROLLBACK"},
+	})
 }
