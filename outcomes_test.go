@@ -1,7 +1,6 @@
 package idempotency_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"sync"
 	"testing"
@@ -51,14 +50,4 @@ func TestWaitModeRunsWhenTheFirstIsReleased(t *testing.T) {
 	post(mw, "k", "{}")
 	<-done
 	require.EqualValues(t, 2, h.runs.Load(), "the waiting duplicate claims the released key and runs")
-}
-
-func TestProblemBodiesAreRFC9457(t *testing.T) {
-	mw := idempotency.New(idempotency.WithKeyRequired())(&paymentHandler{})
-	resp := post(mw, "", "{}")
-	var problem map[string]any
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&problem))
-	require.Equal(t, idempotency.ProblemKeyMissing, problem["type"])
-	require.EqualValues(t, http.StatusBadRequest, problem["status"])
-	require.NotEmpty(t, problem["title"])
 }

@@ -1,6 +1,7 @@
 package idempotency_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -9,6 +10,16 @@ import (
 
 	"github.com/seed43327c4c/idempotency"
 )
+
+func TestProblemBodiesAreRFC9457(t *testing.T) {
+	mw := idempotency.New(idempotency.WithKeyRequired())(&paymentHandler{})
+	resp := post(mw, "", "{}")
+	var problem map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&problem))
+	require.Equal(t, idempotency.ProblemKeyMissing, problem["type"])
+	require.EqualValues(t, http.StatusBadRequest, problem["status"])
+	require.NotEmpty(t, problem["title"])
+}
 
 // TestWithRetryAfterSetsBothRetryableProblems: the wait set by
 // WithRetryAfter is the Retry-After of the 503 sent when the store cannot
