@@ -22,6 +22,9 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
+	if err := pool.Ping(ctx); err != nil { // pgxpool connects lazily: fail at start-up
+		log.Fatal(err)
+	}
 
 	s := pgstore.New(pool, pgstore.WithTable("idempotency_keys"))
 	if err := s.Migrate(ctx); err != nil {
@@ -41,7 +44,12 @@ func ExampleNew() {
 // connection).
 func ExampleNewTx() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.MaxConns = 20 // one connection per request in flight, plus headroom
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
