@@ -1,11 +1,28 @@
 package main
 
+// Helpers shared by the tests: a log buffer, the in-process API under test,
+// and the duplicate storm the multi-process tests send to a running example.
+
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and many readers at
@@ -41,4 +58,266 @@ func logPids(log, msg string) []int {
 		}
 	}
 	return pids
+}
+
+// redisURL returns REDIS_URL, or skips the test when it is unset.
+func redisURL(t *testing.T) string {
+	t.Helper()
+	url := os.Getenv("REDIS_URL")
+	if url == "" {
+		t.Skip("REDIS_URL is not set; set it (e.g. redis://127.0.0.1:6379/0) to run the example against Redis")
+	}
+	return url
+}
+
+// freeAddr returns a loopback host:port that was free a moment ago, for a
+// server the test is about to start.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// testAPI serves the example's router, with the middleware's default
+// in-memory store, on an httptest server.
+type testAPI struct {
+	url  string
+	led  ledger
+	logs *syncBuffer
+}
+
+func newTestAPI(t *testing.T, led ledger) *testAPI {
+	t.Helper()
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	a := &api{ledger: led, log: logger}
+	srv := httptest.NewServer(a.routes(newMiddleware(nil, 30*time.Second, logger)))
+	t.Cleanup(srv.Close)
+	return &testAPI{url: srv.URL, led: led, logs: logs}
+}
+
+// answer is a response read in full.
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// post sends body to path with the Idempotency-Key key, if not empty.
+func (ta *testAPI) post(t *testing.T, path, key, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, ta.url+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	return do(t, req)
+}
+
+func (ta *testAPI) get(t *testing.T, path string) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, ta.url+path, nil)
+	require.NoError(t, err)
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) answer {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return answer{status: resp.StatusCode, header: resp.Header, body: string(body)}
+}
+
+func (ta *testAPI) ledgerLen(t *testing.T) int {
+	t.Helper()
+	payments, err := ta.led.List(context.Background())
+	require.NoError(t, err)
+	return len(payments)
+}
+
+// stormResponse is what a client of the storm finally got for a key: the
+// first answer that was not a 409.
+type stormResponse struct {
+	stormContent
+	replayed bool   // Idempotent-Replayed: true
+	worker   string // X-Worker-Pid
+}
+
+// stormContent is the part of an answer that a replay must repeat exactly.
+type stormContent struct {
+	status      int
+	body        string
+	location    string
+	contentType string
+}
+
+// stormResult tells how a storm went.
+type stormResult struct {
+	conflicts int            // 409 answers, each retried
+	workers   map[string]int // final answers per X-Worker-Pid
+}
+
+// retryTimeout is how long a client of the storm retries 409s before it
+// gives up, failing the storm.
+const retryTimeout = time.Minute
+
+// stormInFlight bounds the requests of a storm in flight at once, below
+// what the race detector allows in goroutines.
+const stormInFlight = 500
+
+// runStorm sends dups concurrent POST /payments with the same
+// Idempotency-Key and body, for each of keys fresh keys, to baseURL, each
+// request on a new connection; a client that gets 409 retries after
+// Retry-After (at most 200 ms) until it gets something else. It then
+// checks that every key got exactly one fresh (not replayed) 201, that
+// every replay has the fresh answer's status, body, Location and
+// Content-Type, and that GET /payments grew by exactly keys payments, with
+// the ids of the fresh answers. The duplicates of one key all start
+// together; keys overlap, with up to stormInFlight requests at once.
+// Nothing else may create payments on the same ledger meanwhile.
+func runStorm(t testing.TB, baseURL string, keys, dups int) stormResult {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
+	before := listPayments(t, client, baseURL)
+	run := newPaymentID()[len("pay_"):] // keys never seen before, even by a shared store
+	began := time.Now()
+
+	answers := make([][]stormResponse, keys)
+	res := stormResult{workers: map[string]int{}}
+	var mu sync.Mutex
+	var failures []string
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		failures = append(failures, fmt.Sprintf(format, args...))
+	}
+	slots := make(chan struct{}, max(1, stormInFlight/dups))
+	var keysWG sync.WaitGroup
+	for k := range keys {
+		slots <- struct{}{}
+		answers[k] = make([]stormResponse, dups)
+		key := fmt.Sprintf("storm-%s-%d", run, k)
+		body := fmt.Sprintf(`{"amount": %d, "currency": "EUR"}`, 100+k)
+		keysWG.Go(func() {
+			defer func() { <-slots }()
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for d := range dups {
+				wg.Go(func() {
+					<-start
+					resp, conflicts, err := postUntilDone(client, baseURL, key, body)
+					if err != nil {
+						fail("key %s: %v", key, err)
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					answers[k][d] = resp
+					res.conflicts += conflicts
+					res.workers[resp.worker]++
+				})
+			}
+			close(start)
+			wg.Wait()
+		})
+	}
+	keysWG.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d requests failed, the first: %s", len(failures), strings.Join(failures[:min(10, len(failures))], "; "))
+	}
+
+	var freshIDs []string
+	for k, got := range answers {
+		var fresh []stormResponse
+		for _, a := range got {
+			if !a.replayed {
+				fresh = append(fresh, a)
+			}
+		}
+		require.Equal(t, 1, len(fresh), "key %d: fresh (not replayed) answers", k)
+		f := fresh[0]
+		require.Equal(t, http.StatusCreated, f.status, "key %d: %s", k, f.body)
+		for _, a := range got {
+			require.Equal(t, f.stormContent, a.stormContent, "key %d: a replay differs from the fresh answer", k)
+		}
+		var p payment
+		require.NoError(t, json.Unmarshal([]byte(f.body), &p), "key %d", k)
+		freshIDs = append(freshIDs, p.ID)
+	}
+
+	after := listPayments(t, client, baseURL)
+	assert.Len(t, after, len(before)+keys, "the ledger must grow by exactly one payment per key")
+	var ids []string
+	for _, p := range after {
+		ids = append(ids, p.ID)
+	}
+	for _, id := range freshIDs {
+		assert.Contains(t, ids, id, "a fresh answer's payment is not in the ledger")
+	}
+	t.Logf("storm: %d keys x %d duplicates in %v, %d 409s retried, answers per worker pid %v",
+		keys, dups, time.Since(began).Round(time.Millisecond), res.conflicts, res.workers)
+	return res
+}
+
+// postUntilDone posts body under key until the answer is not a 409,
+// waiting Retry-After (capped to 200 ms) between tries. It returns that
+// answer and the number of 409s before it, or an error if it still gets
+// 409 after retryTimeout.
+func postUntilDone(client *http.Client, baseURL, key, body string) (stormResponse, int, error) {
+	deadline := time.Now().Add(retryTimeout)
+	for conflicts := 0; ; conflicts++ {
+		req, err := http.NewRequest(http.MethodPost, baseURL+"/payments", strings.NewReader(body))
+		if err != nil {
+			return stormResponse{}, conflicts, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := client.Do(req)
+		if err != nil {
+			return stormResponse{}, conflicts, err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return stormResponse{}, conflicts, err
+		}
+		if resp.StatusCode != http.StatusConflict {
+			return stormResponse{
+				stormContent: stormContent{
+					status:      resp.StatusCode,
+					body:        string(b),
+					location:    resp.Header.Get("Location"),
+					contentType: resp.Header.Get("Content-Type"),
+				},
+				replayed: resp.Header.Get("Idempotent-Replayed") == "true",
+				worker:   resp.Header.Get("X-Worker-Pid"),
+			}, conflicts, nil
+		}
+		if time.Now().After(deadline) {
+			return stormResponse{}, conflicts, fmt.Errorf("still 409 after %d tries in %v", conflicts+1, retryTimeout)
+		}
+		wait := 200 * time.Millisecond
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+			wait = min(wait, time.Duration(s)*time.Second)
+		}
+		time.Sleep(wait)
+	}
+}
+
+// listPayments returns GET /payments.
+func listPayments(t testing.TB, client *http.Client, baseURL string) []payment {
+	t.Helper()
+	resp, err := client.Get(baseURL + "/payments")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var payments []payment
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&payments))
+	return payments
 }

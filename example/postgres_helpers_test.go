@@ -4,11 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"net/http"
 	"net/url"
 	"os"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -96,4 +101,144 @@ func (db *pgTestDB) terminate(t *testing.T) int {
 	require.NoError(t, db.admin.QueryRow(context.Background(),
 		"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = $1", db.role).Scan(&n))
 	return n
+}
+
+// paymentsInserting returns how many open transactions have inserted into
+// (hold a row-exclusive lock on) the schema's payments table.
+func (db *pgTestDB) paymentsInserting(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.admin.QueryRow(context.Background(), `
+SELECT count(*) FROM pg_locks
+WHERE relation = $1::regclass AND mode = 'RowExclusiveLock' AND granted`, db.schema+".payments").Scan(&n))
+	return n
+}
+
+// paymentsOf returns the ids of the payments of amount in the ledger.
+func (db *pgTestDB) paymentsOf(t *testing.T, amount int) []string {
+	t.Helper()
+	rows, err := db.admin.Query(context.Background(), `SELECT id FROM `+db.schema+`.payments WHERE amount = $1`, amount)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return ids
+}
+
+// chaosAnswer is what a chaos client finally got, and what it retried on
+// the way: transport errors, 500s, 503s and 409s.
+type chaosAnswer struct {
+	stormResponse
+	retried map[string]int
+	err     error
+}
+
+// postUntilCreated posts body under key until the answer is a 201,
+// retrying as a real client does: a 409 after its Retry-After (see
+// postUntilDone), a transport error, a 500 or a 503 after 100 ms. Any other
+// answer, or still no 201 at deadline, is an error.
+func postUntilCreated(client *http.Client, baseURL, key, body string, deadline time.Time) chaosAnswer {
+	a := chaosAnswer{retried: map[string]int{}}
+	for time.Now().Before(deadline) {
+		resp, conflicts, err := postUntilDone(client, baseURL, key, body)
+		a.retried["409"] += conflicts
+		switch {
+		case err != nil:
+			a.retried["transport error"]++
+		case resp.status == http.StatusCreated:
+			a.stormResponse = resp
+			return a
+		case resp.status == http.StatusInternalServerError, resp.status == http.StatusServiceUnavailable:
+			a.retried[strconv.Itoa(resp.status)]++
+		default:
+			a.err = fmt.Errorf("unexpected answer %d: %s", resp.status, resp.body)
+			return a
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	a.err = fmt.Errorf("no 201 by the deadline, retried %v", a.retried)
+	return a
+}
+
+// faultKey is key k of the keys a fault test posts under prefix.
+func faultKey(prefix string, k int) string { return fmt.Sprintf("%s-%d", prefix, k) }
+
+// faultBody is key k's payment: an amount no other key posts.
+func faultBody(k int) string { return fmt.Sprintf(`{"amount": %d, "currency": "EUR"}`, 100+k) }
+
+// faultStorm sends dups concurrent POST /payments for each of keys keys
+// (faultKey(prefix, k) with faultBody(k)), each client retrying as a real
+// client would: a 409 after Retry-After (postUntilDone), a 500 or 503 after
+// 100 ms. It returns every client's final answer per key, and how many
+// 500s and 503s were retried.
+func faultStorm(t *testing.T, baseURL, prefix string, keys, dups int) ([][]stormResponse, int) {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
+	answers := make([][]stormResponse, keys)
+	var mu sync.Mutex
+	retried := 0
+	var wg sync.WaitGroup
+	for k := range keys {
+		answers[k] = make([]stormResponse, dups)
+		for d := range dups {
+			wg.Go(func() {
+				for try := 0; ; try++ {
+					resp, _, err := postUntilDone(client, baseURL, faultKey(prefix, k), faultBody(k))
+					if err != nil {
+						t.Errorf("key %d: %v", k, err)
+						return
+					}
+					if (resp.status != http.StatusInternalServerError && resp.status != http.StatusServiceUnavailable) || try == 300 {
+						answers[k][d] = resp
+						return
+					}
+					mu.Lock()
+					retried++
+					mu.Unlock()
+					time.Sleep(100 * time.Millisecond)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return answers, retried
+}
+
+// requireOncePerKey requires, for each key, exactly one fresh 201 and every
+// other answer a replay of it.
+func requireOncePerKey(t *testing.T, answers [][]stormResponse) {
+	t.Helper()
+	for k, got := range answers {
+		var fresh []stormResponse
+		for _, a := range got {
+			if !a.replayed {
+				fresh = append(fresh, a)
+			}
+		}
+		require.Len(t, fresh, 1, "key %d: fresh answers, want exactly one: %+v", k, got)
+		require.Equal(t, http.StatusCreated, fresh[0].status, "key %d: %s", k, fresh[0].body)
+		for _, a := range got {
+			require.Equal(t, fresh[0].stormContent, a.stormContent, "key %d: a replay differs from the fresh answer", k)
+		}
+	}
+}
+
+// killHolder SIGKILLs the worker that holds the request postTracked sent
+// (first, holder), requires that the request's client gets no answer, and
+// returns the killed worker's pid.
+func killHolder(t *testing.T, p *exampleProc, first <-chan error, holder func() int) int {
+	t.Helper()
+	killed := holder()
+	p.Kill(killed)
+	require.Error(t, <-first, "the client of the killed worker gets no answer")
+	return killed
+}
+
+// retryKilled sends the killed request (key 0 of the prefix "killed")
+// again from 10 clients at once, and requires that it runs once, on a
+// worker other than killed, and that every client gets that one answer.
+func retryKilled(t *testing.T, p *exampleProc, killed int) {
+	t.Helper()
+	answers, _ := faultStorm(t, p.URL, "killed", 1, 10)
+	requireOncePerKey(t, answers)
+	assert.NotEqual(t, fmt.Sprint(killed), answers[0][0].worker)
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,41 +12,21 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// paymentBody is the body every request of the fault tests posts.
-const paymentBody = `{"amount": 700, "currency": "EUR"}`
-
-// postOnce posts paymentBody under key once and returns the response with
-// its body read.
-func postOnce(t *testing.T, baseURL, key string) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, baseURL+"/payments", strings.NewReader(paymentBody))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp, string(body)
+// TestRedisURLWithoutScheme: a -redis-url given as a bare address, as
+// redis-cli takes it, is refused with the form it must have.
+func TestRedisURLWithoutScheme(t *testing.T) {
+	_, _, _, err := openBackend(context.Background(), config{store: "redis", redisURL: "127.0.0.1:6379"}, time.Second)
+	require.ErrorContains(t, err, "-redis-url must look like redis://host:port/db")
 }
 
-// post posts paymentBody under key, retrying 409s (see postUntilDone).
-func post(t *testing.T, baseURL, key string) stormResponse {
-	t.Helper()
-	resp, _, err := postUntilDone(&http.Client{Timeout: time.Minute}, baseURL, key, paymentBody)
-	require.NoError(t, err)
-	return resp
-}
-
-// paymentIDs returns the ids of GET /payments, in ledger order.
-func paymentIDs(t *testing.T, baseURL string) []string {
-	t.Helper()
-	var ids []string
-	for _, p := range listPayments(t, &http.Client{Timeout: time.Minute}, baseURL) {
-		ids = append(ids, p.ID)
-	}
-	return ids
+// TestExampleStormRedis: four worker processes share one Redis; 100 keys,
+// each posted by 20 concurrent clients, are charged exactly once each (see
+// runStorm), whichever workers the duplicates reach.
+func TestExampleStormRedis(t *testing.T) {
+	p := startExample(t, "-store", "redis", "-redis-url", redisURL(t), "-workers", "4", "-delay", "300ms")
+	res := runStorm(t, p.URL, 100, 20)
+	assert.Len(t, res.workers, 4, "every worker answered some of the storm: %v", res.workers)
+	assert.Positive(t, res.conflicts, "no duplicate arrived while its first request was running")
 }
 
 // TestExampleRedisOutage: while Redis is down, protected requests get 503
@@ -109,22 +87,7 @@ func TestExampleRedisWorkerKilled(t *testing.T) {
 	p := startExample(t, "-store", "redis", "-redis-url", rds.URL(), "-workers", "2",
 		"-delay", "3s", "-lease", "3s")
 
-	lost := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, p.URL+"/payments", strings.NewReader(paymentBody))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", "killed")
-		// A connection of its own: net/http's transport sends a request
-		// that carries an Idempotency-Key again, on a new connection, when
-		// a reused keep-alive connection dies before any response, and
-		// that second try would reach a restarted worker.
-		client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		lost <- err
-	}()
+	lost, _ := postTracked(t, p, "killed", paymentBody)
 	// The handler records the payment, then sleeps for -delay: kill every
 	// worker then, the one holding the key among them.
 	deadline := time.Now().Add(30 * time.Second)

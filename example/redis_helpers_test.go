@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -11,6 +14,43 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
+
+// paymentBody is the body every request of the fault tests posts.
+const paymentBody = `{"amount": 700, "currency": "EUR"}`
+
+// postOnce posts paymentBody under key once and returns the response with
+// its body read.
+func postOnce(t *testing.T, baseURL, key string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/payments", strings.NewReader(paymentBody))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(body)
+}
+
+// post posts paymentBody under key, retrying 409s (see postUntilDone).
+func post(t *testing.T, baseURL, key string) stormResponse {
+	t.Helper()
+	resp, _, err := postUntilDone(&http.Client{Timeout: time.Minute}, baseURL, key, paymentBody)
+	require.NoError(t, err)
+	return resp
+}
+
+// paymentIDs returns the ids of GET /payments, in ledger order.
+func paymentIDs(t *testing.T, baseURL string) []string {
+	t.Helper()
+	var ids []string
+	for _, p := range listPayments(t, &http.Client{Timeout: time.Minute}, baseURL) {
+		ids = append(ids, p.ID)
+	}
+	return ids
+}
 
 // privateRedis is a redis-server that one test owns, on a free loopback
 // port. It writes every change to an append-only file in a temporary
@@ -33,11 +73,8 @@ func startPrivateRedis(t *testing.T) *privateRedis {
 	redisURL(t)
 	bin, err := exec.LookPath("redis-server")
 	require.NoError(t, err, "REDIS_URL is set, and this test also needs redis-server on PATH")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	_, port, err := net.SplitHostPort(freeAddr(t))
 	require.NoError(t, err)
-	_, port, err := net.SplitHostPort(ln.Addr().String())
-	require.NoError(t, err)
-	require.NoError(t, ln.Close())
 	r := &privateRedis{t: t, bin: bin, port: port, dir: t.TempDir()}
 	r.Start()
 	t.Cleanup(r.Stop)

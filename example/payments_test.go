@@ -3,82 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
 )
-
-// testAPI serves the example's router, with the middleware's default
-// in-memory store, on an httptest server.
-type testAPI struct {
-	url  string
-	led  ledger
-	logs *syncBuffer
-}
-
-func newTestAPI(t *testing.T, led ledger) *testAPI {
-	t.Helper()
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, nil))
-	a := &api{ledger: led, log: logger}
-	srv := httptest.NewServer(a.routes(newMiddleware(nil, 30*time.Second, logger)))
-	t.Cleanup(srv.Close)
-	return &testAPI{url: srv.URL, led: led, logs: logs}
-}
-
-// answer is a response read in full.
-type answer struct {
-	status int
-	header http.Header
-	body   string
-}
-
-// post sends body to path with the Idempotency-Key key, if not empty.
-func (ta *testAPI) post(t *testing.T, path, key, body string) answer {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, ta.url+path, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	return do(t, req)
-}
-
-func (ta *testAPI) get(t *testing.T, path string) answer {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, ta.url+path, nil)
-	require.NoError(t, err)
-	return do(t, req)
-}
-
-func do(t *testing.T, req *http.Request) answer {
-	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return answer{status: resp.StatusCode, header: resp.Header, body: string(body)}
-}
-
-func (ta *testAPI) ledgerLen(t *testing.T) int {
-	t.Helper()
-	payments, err := ta.led.List(context.Background())
-	require.NoError(t, err)
-	return len(payments)
-}
 
 func TestPaymentReplayed(t *testing.T) {
 	ta := newTestAPI(t, &memoryLedger{})
@@ -146,22 +81,35 @@ func TestPaymentConflictWhileRunning(t *testing.T) {
 	assert.Equal(t, 1, ta.ledgerLen(t))
 }
 
-func TestPaymentNeedsKey(t *testing.T) {
-	ta := newTestAPI(t, &memoryLedger{})
-	got := ta.post(t, "/payments", "", `{"amount": 500, "currency": "USD"}`)
-	assert.Equal(t, http.StatusBadRequest, got.status)
-	assert.Equal(t, "application/problem+json", got.header.Get("Content-Type"))
-	assert.Equal(t, 0, ta.ledgerLen(t))
-}
-
-func TestPaymentKeyReusedForAnotherBody(t *testing.T) {
-	ta := newTestAPI(t, &memoryLedger{})
-	first := ta.post(t, "/payments", "pay-3", `{"amount": 500, "currency": "USD"}`)
-	require.Equal(t, http.StatusCreated, first.status, first.body)
-	other := ta.post(t, "/payments", "pay-3", `{"amount": 900, "currency": "USD"}`)
-	assert.Equal(t, http.StatusUnprocessableEntity, other.status)
-	assert.Equal(t, "application/problem+json", other.header.Get("Content-Type"))
-	assert.Equal(t, 1, ta.ledgerLen(t))
+// TestPaymentRefused: a payment the middleware refuses, sent without a key
+// or under a key already used for another body, gets a problem and charges
+// nothing.
+func TestPaymentRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		first    string // posted under key before body, and created
+		key      string
+		body     string
+		status   int
+		payments int // in the ledger at the end
+	}{
+		{name: "NeedsKey", key: "", body: `{"amount": 500, "currency": "USD"}`,
+			status: http.StatusBadRequest, payments: 0},
+		{name: "KeyReusedForAnotherBody", first: `{"amount": 500, "currency": "USD"}`, key: "pay-3", body: `{"amount": 900, "currency": "USD"}`,
+			status: http.StatusUnprocessableEntity, payments: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ta := newTestAPI(t, &memoryLedger{})
+			if tc.first != "" {
+				first := ta.post(t, "/payments", tc.key, tc.first)
+				require.Equal(t, http.StatusCreated, first.status, first.body)
+			}
+			got := ta.post(t, "/payments", tc.key, tc.body)
+			assert.Equal(t, tc.status, got.status)
+			assert.Equal(t, "application/problem+json", got.header.Get("Content-Type"))
+			assert.Equal(t, tc.payments, ta.ledgerLen(t))
+		})
+	}
 }
 
 func TestPaymentBadInput(t *testing.T) {
@@ -209,21 +157,4 @@ func TestPaymentsListAndGet(t *testing.T) {
 	missing := ta.get(t, "/payments/pay_0000000000000000")
 	assert.Equal(t, http.StatusNotFound, missing.status)
 	assert.Equal(t, "application/problem+json", missing.header.Get("Content-Type"))
-}
-
-func TestEmailSentOnce(t *testing.T) {
-	ta := newTestAPI(t, &memoryLedger{})
-	body := `{"to": "ada@example.com", "subject": "Your receipt"}`
-	first := ta.post(t, "/emails", "mail-1", body)
-	require.Equal(t, http.StatusAccepted, first.status, first.body)
-	assert.JSONEq(t, `{"status":"sent","to":"ada@example.com","subject":"Your receipt"}`, first.body)
-	again := ta.post(t, "/emails", "mail-1", body)
-	assert.Equal(t, first.status, again.status)
-	assert.Equal(t, first.body, again.body)
-	assert.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
-	assert.Equal(t, 1, strings.Count(ta.logs.String(), `msg="email sent"`))
-
-	bad := ta.post(t, "/emails", "mail-2", `{"to": "nobody", "subject": ""}`)
-	assert.Equal(t, http.StatusBadRequest, bad.status)
-	assert.Equal(t, 1, strings.Count(ta.logs.String(), `msg="email sent"`))
 }

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestExampleStormPostgres: four worker processes share records and the
+// ledger through Postgres; 100 keys x 20 concurrent duplicates give exactly
+// one payment per key, and every duplicate the same answer.
+func TestExampleStormPostgres(t *testing.T) {
+	db := newPGTestDB(t)
+	p := startExample(t, "-store", "postgres", "-database-url", db.URL, "-workers", "4", "-delay", "300ms")
+	res := runStorm(t, p.URL, 100, 20)
+	assert.Greater(t, len(res.workers), 1, "answers came from several worker processes")
+	assert.Positive(t, res.conflicts, "no duplicate arrived while its first request was running")
+	assert.Equal(t, 100, db.count(t, "payments", ""))
+	assert.Equal(t, 100, db.count(t, "idempotency_keys", "state = 2"), "one completed record per key")
+}
+
+// TestExamplePostgresConnectionsTerminated: the store's connections are
+// terminated (pg_terminate_backend) while a storm runs, then cut off for a
+// while. Each protected request runs in a transaction (the store is in
+// transactional mode), so a termination aborts the requests then running:
+// their payments and claims are rolled back together, and their clients
+// get 500 or 503 and retry. While Postgres cannot be reached every request
+// gets 503 and no handler runs (fail closed); once it can, the same
+// requests succeed, and every key ends with exactly one payment.
+func TestExamplePostgresConnectionsTerminated(t *testing.T) {
+	db := newPGTestDB(t)
+	p := startExample(t, "-store", "postgres", "-database-url", db.URL, "-workers", "2", "-delay", "300ms")
+
+	// Mid-run: every connection of the service terminated, terminations
+	// rounds 700 ms apart; a request holds its connection for over 300 ms,
+	// so some are aborted in each round and the others can finish.
+	const terminations = 6
+	stop, killed := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		defer func() { killed <- n }()
+		for range terminations {
+			select {
+			case <-stop:
+				return
+			case <-time.After(700 * time.Millisecond):
+				n += db.terminate(t)
+			}
+		}
+	}()
+	answers, retried := faultStorm(t, p.URL, "mid", 40, 10)
+	close(stop)
+	n := <-killed
+	requireOncePerKey(t, answers)
+	assert.Positive(t, n, "no connection was terminated")
+	assert.Equal(t, 40, db.count(t, "payments", ""), "one payment per key")
+	t.Logf("mid-run: %d connections terminated, %d answers 500 or 503 retried", n, retried)
+
+	// Cut off: the role may not log in, and its connections are ended.
+	db.exec(t, "ALTER ROLE "+db.role+" NOLOGIN")
+	require.Eventually(t, func() bool { return db.terminate(t) == 0 }, 10*time.Second, 50*time.Millisecond)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
+	for k := range 10 {
+		req, err := http.NewRequest(http.MethodPost, p.URL+"/payments", strings.NewReader(faultBody(k)))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", faultKey("out", k))
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "fail closed")
+		assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+		assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	}
+	assert.Equal(t, 40, db.count(t, "payments", ""), "no handler ran while the store was unreachable")
+
+	// Back: the same keys, retried by several clients each, run once.
+	db.exec(t, "ALTER ROLE "+db.role+" LOGIN")
+	answers, _ = faultStorm(t, p.URL, "out", 10, 3)
+	requireOncePerKey(t, answers)
+	assert.Equal(t, 50, db.count(t, "payments", ""), "one payment per key")
+}
+
+// TestExamplePostgresPlainWorkerKilled: with the plain Postgres store
+// (-postgres-tx=false), the worker running a request is SIGKILLed after it
+// recorded the payment, while it holds the key. Its duplicates get 409
+// until its lease ends; then exactly one of them takes the key over and
+// runs the handler, and all get that one answer. The killed run's payment
+// stays: only the transactional mode undoes a handler's writes that were
+// never recorded as done.
+func TestExamplePostgresPlainWorkerKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("example: finding the worker that holds a connection reads /proc")
+	}
+	db := newPGTestDB(t)
+	p := startExample(t, "-store", "postgres", "-postgres-tx=false", "-database-url", db.URL,
+		"-workers", "2", "-delay", "2s", "-lease", "1s")
+
+	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
+	require.Eventually(t, func() bool { return db.count(t, "payments", "") == 1 }, 30*time.Second, 20*time.Millisecond,
+		"the first request's handler recorded its payment")
+	killed := killHolder(t, p, first, holder)
+
+	retryKilled(t, p, killed)
+	assert.Equal(t, 2, db.count(t, "payments", ""), "the killed run's payment and exactly one more")
+	assert.Equal(t, 1, db.count(t, "idempotency_keys", "state = 2"))
+	p.waitWorkers(2)
+}
+
+// TestExamplePostgresTxWorkerKilled: the worker running a request is
+// SIGKILLed after the handler inserted the payment and before the commit
+// (during -delay). The payment and the claim were one transaction, which
+// the server aborts when the worker's connection drops: no payment row and
+// no record are left, and the key is free at once, without waiting for a
+// lease. The client's retry, sent by several clients at once, creates
+// exactly one payment.
+func TestExamplePostgresTxWorkerKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("example: finding the worker that holds a connection reads /proc")
+	}
+	db := newPGTestDB(t)
+	p := startExample(t, "-store", "postgres", "-database-url", db.URL, "-workers", "2", "-delay", "2s")
+
+	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
+	require.Eventually(t, func() bool { return db.paymentsInserting(t) == 1 }, 30*time.Second, 20*time.Millisecond,
+		"the first request's handler inserted its payment in an open transaction")
+	assert.Zero(t, db.count(t, "payments", ""), "the payment is not visible before the commit")
+	assert.Zero(t, db.count(t, "idempotency_keys", ""), "nor is the claim")
+
+	killed := killHolder(t, p, first, holder)
+	require.Eventually(t, func() bool { return db.paymentsInserting(t) == 0 }, 30*time.Second, 20*time.Millisecond,
+		"the server aborts the killed worker's transaction")
+	assert.Zero(t, db.count(t, "payments", ""), "the killed run left no payment")
+	assert.Zero(t, db.count(t, "idempotency_keys", ""), "nor a record")
+
+	retryKilled(t, p, killed)
+	assert.Equal(t, 1, db.count(t, "payments", ""), "exactly one payment: the retry's")
+	assert.Equal(t, 1, db.count(t, "idempotency_keys", "state = 2"))
+	p.waitWorkers(2)
+}
+
+// TestExamplePostgresTxChaos: four workers in transactional mode serve 60
+// keys x 5 concurrent duplicates while workers are SIGKILLed at random, one
+// every 700 ms, five times; the supervisor restarts them. The clients retry
+// as real clients do: after a transport error, a 500 or 503 and a 409. At
+// the end the ledger holds exactly one payment per key (each key posts an
+// amount of its own), each the one its clients were answered with, every
+// key has one completed record, and all of a key's answers are identical.
+// A run's answers may all be replays: a worker can die after its commit and
+// before its response.
+func TestExamplePostgresTxChaos(t *testing.T) {
+	const keys, dups, kills = 60, 5, 5
+	db := newPGTestDB(t)
+	p := startExample(t, "-store", "postgres", "-database-url", db.URL, "-workers", "4", "-delay", "300ms")
+
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+	deadline := time.Now().Add(45 * time.Second)
+	answers := make([][]chaosAnswer, keys)
+	var clients sync.WaitGroup
+	launched := make(chan struct{})
+	began := time.Now()
+	go func() {
+		defer close(launched)
+		// The keys start 60 ms apart, so that the kills below meet
+		// requests of every stage.
+		for k := range keys {
+			answers[k] = make([]chaosAnswer, dups)
+			for d := range dups {
+				clients.Go(func() {
+					answers[k][d] = postUntilCreated(client, p.URL, faultKey("chaos", k), faultBody(k), deadline)
+				})
+			}
+			time.Sleep(60 * time.Millisecond)
+		}
+	}()
+
+	var killed, before []int
+	for range kills {
+		time.Sleep(700 * time.Millisecond)
+		pids := p.Pids()
+		// Never a worker started since the previous kill, so that no
+		// worker is killed right after its start.
+		candidates := slices.DeleteFunc(slices.Clone(pids), func(pid int) bool {
+			return before != nil && !slices.Contains(before, pid)
+		})
+		victim := candidates[rand.IntN(len(candidates))]
+		before = pids
+		p.Kill(victim)
+		killed = append(killed, victim)
+	}
+	<-launched
+	clients.Wait()
+	t.Logf("chaos: %d keys x %d duplicates in %v, workers killed: %v", keys, dups, time.Since(began).Round(time.Millisecond), killed)
+
+	retried := map[string]int{}
+	for k, got := range answers {
+		fresh := 0
+		for _, a := range got {
+			require.NoError(t, a.err, "key %d", k)
+			require.Equal(t, got[0].stormContent, a.stormContent, "key %d: the answers differ", k)
+			if !a.replayed {
+				fresh++
+			}
+			for what, n := range a.retried {
+				retried[what] += n
+			}
+		}
+		assert.LessOrEqual(t, fresh, 1, "key %d: fresh (not replayed) answers", k)
+		var paid payment
+		require.NoError(t, json.Unmarshal([]byte(got[0].body), &paid), "key %d", k)
+		assert.Equal(t, 100+k, paid.Amount, "key %d", k)
+		assert.Equal(t, []string{paid.ID}, db.paymentsOf(t, 100+k),
+			"key %d: the ledger holds one payment of its amount, the one its clients were answered with", k)
+	}
+	assert.Equal(t, keys, db.count(t, "payments", ""), "one payment per key")
+	assert.Equal(t, keys, db.count(t, "idempotency_keys", "state = 2"), "one completed record per key")
+	t.Logf("chaos: retried %v", retried)
+	assert.Positive(t, retried["transport error"], "no request was cut off by a kill")
+	p.waitWorkers(4)
+}
