@@ -22,14 +22,20 @@ type emailReceipt struct {
 // idempotency middleware a retried request logs nothing more.
 func (a *api) sendEmail(w http.ResponseWriter, r *http.Request) {
 	var req emailRequest
-	if err := decodeJSON(r, &req); err != nil {
-		badRequest(w, `the body must be a JSON object {"to": string, "subject": string}`)
-		return
-	}
-	if !strings.Contains(req.To, "@") || req.Subject == "" {
-		badRequest(w, "to must be an email address and subject must not be empty")
+	if !readRequest(w, r, &req) {
 		return
 	}
 	a.log.Info("email sent", "to", req.To, "subject", req.Subject)
 	writeJSON(w, http.StatusAccepted, emailReceipt{Status: "sent", To: req.To, Subject: req.Subject})
+}
+
+func (emailRequest) usage() string {
+	return `the body must be a JSON object {"to": string, "subject": string}`
+}
+
+func (req emailRequest) invalid() string {
+	if !strings.Contains(req.To, "@") || req.Subject == "" {
+		return "to must be an email address and subject must not be empty"
+	}
+	return ""
 }

@@ -28,16 +28,7 @@ type paymentRequest struct {
 // runs once per key.
 func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 	var req paymentRequest
-	if err := decodeJSON(r, &req); err != nil {
-		badRequest(w, `the body must be a JSON object {"amount": int, "currency": string}`)
-		return
-	}
-	if req.Amount <= 0 || req.Amount > maxAmount {
-		badRequest(w, "amount must be a whole number of cents from 1 to 1000000000")
-		return
-	}
-	if !isCurrency(req.Currency) {
-		badRequest(w, "currency must be three letters, such as EUR")
+	if !readRequest(w, r, &req) {
 		return
 	}
 	p, err := a.ledger.Create(r.Context(), req.Amount, strings.ToUpper(req.Currency))
@@ -102,4 +93,18 @@ func isCurrency(s string) bool {
 		}
 	}
 	return true
+}
+
+func (paymentRequest) usage() string {
+	return `the body must be a JSON object {"amount": int, "currency": string}`
+}
+
+func (req paymentRequest) invalid() string {
+	switch {
+	case req.Amount <= 0 || req.Amount > maxAmount:
+		return "amount must be a whole number of cents from 1 to 1000000000"
+	case !isCurrency(req.Currency):
+		return "currency must be three letters, such as EUR"
+	}
+	return ""
 }

@@ -63,6 +63,31 @@ func uniqueNames(data []byte) error {
 	return nil
 }
 
+// requestBody is the JSON body of a request, read with readRequest.
+type requestBody interface {
+	// usage says what the body must look like, for a body that does not
+	// decode.
+	usage() string
+	// invalid says what is wrong with the decoded body, or is "" when
+	// nothing is.
+	invalid() string
+}
+
+// readRequest decodes r's body into body (see decodeJSON) and checks it.
+// When the body does not decode, or is invalid, it answers 400 with the
+// body's usage or what is invalid, and returns false.
+func readRequest(w http.ResponseWriter, r *http.Request, body requestBody) bool {
+	if err := decodeJSON(r, body); err != nil {
+		badRequest(w, body.usage())
+		return false
+	}
+	if detail := body.invalid(); detail != "" {
+		badRequest(w, detail)
+		return false
+	}
+	return true
+}
+
 // writeJSON writes v as a JSON response with the given status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
