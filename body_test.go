@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,13 @@ import (
 
 	"github.com/seed43327c4c/idempotency"
 )
+
+func TestBodyReachesHandlerIntact(t *testing.T) {
+	h := &paymentHandler{}
+	mw := idempotency.New()(h)
+	body := strings.Repeat(`{"k":"v"}`, 1000)
+	require.Equal(t, body, readAll(t, post(mw, "k", body)))
+}
 
 // TestBodyReadByAScopeReachesTheHandlerWhole: a scope function that reads
 // the body (here ParseForm, for a tenant sent as a form field) does not
@@ -160,6 +168,31 @@ func heapAfterGC() uint64 {
 	return stats.HeapAlloc
 }
 
+// silentBody announces nothing and fails at once, as a client that sent
+// headers and no body bytes before going away.
+type silentBody struct{}
+
+func (silentBody) Read([]byte) (int, error) { return 0, errors.New("client sent nothing") }
+
+func (silentBody) Close() error { return nil }
+
+// TestAnnouncedLengthIsNotPreallocated: a request that announces a large
+// Content-Length and sends nothing costs the server little memory, however
+// large the body limit.
+func TestAnnouncedLengthIsNotPreallocated(t *testing.T) {
+	mw := idempotency.New(idempotency.WithMaxBodyBytes(1 << 30))(&paymentHandler{})
+	r := httptest.NewRequest(http.MethodPost, "/payments", nil)
+	r.Header.Set("Idempotency-Key", "k")
+	r.Body, r.ContentLength = silentBody{}, 256<<20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	w := httptest.NewRecorder()
+	mw.ServeHTTP(w, r)
+	runtime.ReadMemStats(&after)
+	require.Equal(t, http.StatusBadRequest, w.Code, "an unreadable body")
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated for a body of 256 MiB announced, 0 sent")
+}
+
 // TestBodyOfEverySizeReachesTheHandlerIntact: bodies around the sizes at
 // which the buffer grows reach the handler byte for byte, whether their
 // length is announced, unknown (chunked), or announced short, as a
@@ -187,6 +220,32 @@ func TestBodyOfEverySizeReachesTheHandlerIntact(t *testing.T) {
 			})
 		}
 	}
+}
+
+func TestOversizedBodyGets413(t *testing.T) {
+	h := &paymentHandler{}
+	mw := idempotency.New(idempotency.WithMaxBodyBytes(10))(h)
+	require.Equal(t, http.StatusCreated, post(mw, "at-limit", "0123456789").StatusCode)
+	requireProblem(t, post(mw, "k", "0123456789x"), http.StatusRequestEntityTooLarge, idempotency.ProblemBodyTooLarge)
+	unknownLength := func(r *http.Request) { r.ContentLength = -1 }
+	requireProblem(t, post(mw, "k2", "0123456789x", unknownLength), http.StatusRequestEntityTooLarge, idempotency.ProblemBodyTooLarge)
+	require.EqualValues(t, 1, h.runs.Load())
+	require.Equal(t, http.StatusCreated, post(mw, "k", "small").StatusCode, "a 413 leaves the key unused")
+}
+
+// TestOuterMaxBytesReaderIs413: a body cut off by an http.MaxBytesReader
+// outside the middleware, with a limit below the middleware's, gets 413
+// like a body over the middleware's own limit.
+func TestOuterMaxBytesReaderIs413(t *testing.T) {
+	h := &paymentHandler{}
+	mw := idempotency.New()(h)
+	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 10)
+		mw.ServeHTTP(w, r)
+	})
+	resp := post(outer, "k", `{"amount":1000,"currency":"eur"}`, func(r *http.Request) { r.ContentLength = -1 })
+	requireProblem(t, resp, http.StatusRequestEntityTooLarge, idempotency.ProblemBodyTooLarge)
+	require.Zero(t, h.runs.Load())
 }
 
 // TestOversizedUploadReadsThe413: a client that sends 2 MiB to a route
