@@ -217,3 +217,64 @@ func startFirst(t *testing.T, mw http.Handler, h *paymentHandler, key, body stri
 	require.Eventually(t, func() bool { return h.runs.Load() >= 1 }, time.Second, time.Millisecond)
 	return done
 }
+
+// txMemory is a store.TxStore over the memory store for testing the
+// middleware's transactional path: a transaction stages ledger entries
+// that become visible only on Commit. The Postgres store's own tests run
+// the same path against a real database.
+type txMemory struct {
+	*store.Memory
+	mu           sync.Mutex
+	ledger       []string
+	failCommit   atomic.Bool
+	beforeCommit func() // if set, called as Commit starts
+}
+
+type stagedKey struct{}
+
+type memTx struct {
+	s      *txMemory
+	key    string
+	owner  store.Lease
+	staged []string
+}
+
+func (s *txMemory) BeginClaim(ctx context.Context, key, fp, token string) (context.Context, store.Record, store.Tx, error) {
+	rec, claimed, err := s.Claim(ctx, key, fp, token, time.Minute)
+	if err != nil || !claimed {
+		return ctx, rec, nil, err
+	}
+	tx := &memTx{s: s, key: key, owner: rec.Owner}
+	return context.WithValue(ctx, stagedKey{}, tx), rec, tx, nil
+}
+
+func (tx *memTx) Commit(ctx context.Context, resp *store.Response, retention time.Duration) error {
+	if tx.s.beforeCommit != nil {
+		tx.s.beforeCommit()
+	}
+	if tx.s.failCommit.Load() {
+		_ = tx.Rollback(ctx)
+		return errors.New("commit failed: connection reset")
+	}
+	if err := tx.s.Complete(ctx, tx.key, tx.owner, resp, retention); err != nil {
+		return err
+	}
+	tx.s.mu.Lock()
+	defer tx.s.mu.Unlock()
+	tx.s.ledger = append(tx.s.ledger, tx.staged...)
+	return nil
+}
+
+func (tx *memTx) Rollback(ctx context.Context) error {
+	err := tx.s.Release(ctx, tx.key, tx.owner)
+	if errors.Is(err, store.ErrNotOwner) {
+		return nil
+	}
+	return err
+}
+
+func (s *txMemory) committed() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.ledger...)
+}

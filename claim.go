@@ -1,0 +1,117 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/seed43327c4c/idempotency/httpx"
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// claim claims c's key and runs the handler, or answers from the record
+// that already holds the key: a replay, a 422, or for a key in flight, a 409
+// or a wait.
+func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
+	token := newToken()
+	if m.tryClaim(w, r, c, token) {
+		return
+	}
+	if m.wait > 0 {
+		m.waitForRecord(w, r, c, token)
+		return
+	}
+	m.writeRetryableProblem(w, problemKeyInFlight)
+}
+
+// tryClaim makes one attempt at c's key: it runs the handler if it
+// claims the key, or answers from the record holding it. It reports false,
+// having written nothing, when the key is in flight for the same request.
+func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
+	if m.txStore != nil {
+		return m.tryClaimInTx(w, r, c, token)
+	}
+	claimedAt := time.Now()
+	rec, claimed, err := m.store.Claim(r.Context(), c.key, c.fingerprint, token, m.lease)
+	switch {
+	case err != nil:
+		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim: %w", err))
+		return true
+	case claimed:
+		m.run(w, r, c, rec.Owner, claimedAt)
+		return true
+	default:
+		return m.answerFromRecord(w, c, rec)
+	}
+}
+
+// tryClaimInTx is tryClaim for a store that claims inside a transaction the
+// handler joins (store.TxStore).
+func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
+	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), c.key, c.fingerprint, token)
+	switch {
+	case err != nil:
+		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim in transaction: %w", err))
+		return true
+	case tx != nil:
+		m.runInTx(w, r.WithContext(txCtx), tx)
+		return true
+	default:
+		return m.answerFromRecord(w, c, rec)
+	}
+}
+
+// answerFromRecord answers a request whose key is held by rec, unless rec
+// is in flight for the same request: a different fingerprint gets 422, a
+// completed record is replayed, an unreplayable one gets 409. It reports
+// whether it answered.
+func (m *middleware) answerFromRecord(w http.ResponseWriter, c *call, rec store.Record) bool {
+	switch {
+	case rec.Fingerprint != c.fingerprint:
+		httpx.WriteProblem(w, problemKeyReused)
+	case rec.State == store.StateCompleted && rec.Response != nil:
+		m.replay(w, rec.Response)
+	case rec.State == store.StateCompleted, rec.State == store.StateUnreplayable:
+		// A completed record without its response (a faulty store) is
+		// answered as one that could not be stored, never run again.
+		httpx.WriteProblem(w, problemNotReplayable)
+	default:
+		return false
+	}
+	return true
+}
+
+// storeFailed answers c's request, whose claim the store could not decide:
+// 503, or with fail-open, the handler runs unprotected. A request whose own
+// context has ended (its deadline passed, or its client hung up, which is
+// likely why the claim failed) never runs unprotected: that would let the
+// client's retry run it again. It gets 503 request-interrupted, which a
+// client that hung up never reads, and a client hanging up is not reported
+// as a store error. Nor does a waiting request run unprotected: it has seen
+// its key in flight, so the first request may still be running. A poll that
+// fails gets 503; one cut off by the waiter's own context ends the wait as
+// a timeout does, with 409.
+func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, c *call, err error) {
+	ended := r.Context().Err()
+	switch {
+	case ended != nil && c.waiting:
+		m.writeRetryableProblem(w, problemKeyInFlight)
+		return
+	case ended != nil:
+		if !errors.Is(ended, context.Canceled) {
+			m.errorHandler(r, err)
+		}
+		m.writeRetryableProblem(w, problemRequestInterrupted)
+		return
+	}
+	m.errorHandler(r, err)
+	if m.failOpen && !c.waiting {
+		m.logger.WarnContext(r.Context(), "idempotency: store unavailable, running handler unprotected",
+			"method", r.Method, "path", r.URL.Path)
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	m.writeRetryableProblem(w, problemStoreUnavailable)
+}

@@ -1,0 +1,100 @@
+package idempotency
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/seed43327c4c/idempotency/httpx"
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// released reports whether a response with status, written for r, frees
+// the key for a retry rather than being recorded: its status is not
+// recordable, or r's context ended before the handler finished the work,
+// judged by the status it wrote (a 2xx or 3xx means it finished). Status 0,
+// nothing written, is released only in the second case.
+func released(r *http.Request, status int) bool {
+	return !recordable(status) || r.Context().Err() != nil && (status < 200 || status >= 400)
+}
+
+// recordable reports whether a response with status is stored for replay
+// rather than released for a retry. 0 means the handler wrote nothing, which
+// net/http sends as 200.
+func recordable(status int) bool {
+	switch {
+	case status == 0:
+		return true
+	case status >= 500:
+		return false
+	case status == http.StatusRequestTimeout, status == http.StatusConflict,
+		status == http.StatusTooEarly, status == http.StatusTooManyRequests:
+		return false
+	default:
+		return true
+	}
+}
+
+// storedResponse is the replayable part of what the handler wrote for r:
+// status, allow-listed headers and body.
+func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) store.Response {
+	status, header := rec.Status(), rec.SentHeader()
+	if status == 0 {
+		// Nothing written: net/http sends 200 with the header map as it
+		// is, which toStore must not filter in place.
+		status, header = http.StatusOK, header.Clone()
+	}
+	return m.toStore(r, status, header, rec.Body())
+}
+
+// complete records the finished request: resp for replay, or nil for done
+// but not replayable. It runs even if the client has gone away, within the
+// record timeout.
+func (m *middleware) complete(r *http.Request, key string, owner store.Lease, resp *store.Response) {
+	ctx, cancel := m.recordContext(r)
+	defer cancel()
+	if err := m.store.Complete(ctx, key, owner, resp, m.retention); err != nil {
+		m.errorHandler(r, fmt.Errorf("idempotency: complete: %w", err))
+	}
+}
+
+// release frees the claim, if still ours, so a retry may run. A release
+// the store refuses with store.ErrNotOwner (the lease was lost, and the key
+// perhaps taken over, while the handler ran) is reported, as a refused
+// complete is: the handler may have run beside another. Like complete, it
+// runs within the record timeout even if the client has gone away.
+func (m *middleware) release(r *http.Request, key string, owner store.Lease) {
+	ctx, cancel := m.recordContext(r)
+	defer cancel()
+	if err := m.store.Release(ctx, key, owner); err != nil {
+		m.errorHandler(r, fmt.Errorf("idempotency: release: %w", err))
+	}
+}
+
+// rollback abandons the transaction of a request that must not be
+// recorded, within the record timeout.
+func (m *middleware) rollback(r *http.Request, tx store.Tx) {
+	ctx, cancel := m.recordContext(r)
+	defer cancel()
+	if err := tx.Rollback(ctx); err != nil {
+		m.errorHandler(r, fmt.Errorf("idempotency: rollback: %w", err))
+	}
+}
+
+// recordContext returns the context of a store call that records the
+// outcome of r (complete, release, commit, rollback): detached from r's
+// cancellation, and ending after the record timeout (WithRecordTimeout,
+// else the lease), so that a store that stops answering holds the request
+// no longer than that. The caller must call cancel when the call returns.
+func (m *middleware) recordContext(r *http.Request) (ctx context.Context, cancel context.CancelFunc) {
+	return context.WithTimeout(detached(r), cmp.Or(m.recordTimeout, m.lease))
+}
+
+// detached returns a context for a store call made on behalf of r that
+// must not end with it: it keeps r's values but not its cancellation, so a
+// client that goes away cannot leave its key claimed. Each such call adds
+// a deadline of its own (recordContext, leaseKeeper.renew).
+func detached(r *http.Request) context.Context {
+	return context.WithoutCancel(r.Context())
+}
