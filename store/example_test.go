@@ -11,7 +11,7 @@ import (
 
 // A first request claims its key, runs, and completes it; a duplicate's
 // claim loses and gets the stored response back to replay.
-func ExampleMemory() {
+func ExampleNewMemory() {
 	ctx := context.Background()
 	s := store.NewMemory(store.WithMaxRecords(10_000))
 

@@ -74,3 +74,40 @@ func ExampleNewTx() {
 	})
 	http.Handle("POST /payments", idempotency.New(idempotency.WithStore(s))(payments))
 }
+
+// A handler in transactional mode takes the request's transaction with Tx.
+// To answer 422 and keep the claim, it undoes only its own writes, in a
+// savepoint; the 422 is then recorded with the claim, and a retry of the
+// same body gets it replayed.
+func ExampleTx() {
+	reserve := func(w http.ResponseWriter, r *http.Request) {
+		tx, ok := pgstore.Tx(r.Context())
+		if !ok {
+			http.Error(w, "not protected", http.StatusInternalServerError)
+			return
+		}
+		sp, err := tx.Begin(r.Context()) // a savepoint
+		if err != nil {
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		var left int
+		err = sp.QueryRow(r.Context(), `UPDATE stock SET left = left - 1 WHERE item = 'seat' RETURNING left`).Scan(&left)
+		if err != nil || left < 0 {
+			_ = sp.Rollback(r.Context()) // undoes the UPDATE only
+			http.Error(w, "sold out", http.StatusUnprocessableEntity)
+			return
+		}
+		if err := sp.Commit(r.Context()); err != nil { // releases the savepoint
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}
+	pool, err := pgxpool.New(context.Background(), os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	s := pgstore.NewTx(pool) // migrated at start-up, as in ExampleNewTx
+	http.Handle("POST /reservations", idempotency.New(idempotency.WithStore(s))(http.HandlerFunc(reserve)))
+}
