@@ -91,9 +91,9 @@ func ExampleTx() {
 			http.Error(w, "try again", http.StatusServiceUnavailable)
 			return
 		}
-		var left int
-		err = sp.QueryRow(r.Context(), `UPDATE stock SET left = left - 1 WHERE item = 'seat' RETURNING left`).Scan(&left)
-		if err != nil || left < 0 {
+		var seats int
+		err = sp.QueryRow(r.Context(), `UPDATE flights SET seats = seats - 1 WHERE id = 1 RETURNING seats`).Scan(&seats)
+		if err != nil || seats < 0 {
 			_ = sp.Rollback(r.Context()) // undoes the UPDATE only
 			http.Error(w, "sold out", http.StatusUnprocessableEntity)
 			return
