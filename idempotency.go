@@ -27,6 +27,7 @@ import (
 	"net/http"
 
 	"github.com/seed43327c4c/idempotency/httpx"
+	"github.com/seed43327c4c/idempotency/internal/canonjson"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -48,7 +49,7 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 				"err", err, "method", r.Method, "path", r.URL.Path)
 		}
 	}
-	if c.canonicalJSON && c.maxBodyBytes > maxCanonicalBody {
+	if c.canonicalJSON && c.maxBodyBytes > canonjson.MaxSize {
 		panic("idempotency: WithCanonicalJSON reads bodies under 2 GiB; set WithMaxBodyBytes lower")
 	}
 	c.txStore, _ = c.store.(store.TxStore)

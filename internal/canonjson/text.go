@@ -1,6 +1,6 @@
-package idempotency
+package canonjson
 
-// The JSON text that canonicalJSON reads and writes, token by token:
+// The JSON text that Canonical reads and writes, token by token:
 // whitespace, literals, numbers and strings, as encoding/json reads and
 // writes them.
 
