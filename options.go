@@ -182,9 +182,7 @@ func WithCanonicalJSON() Option {
 // fingerprint; a larger one gets 413 and the handler does not run. Defaults
 // to 1 MiB.
 func WithMaxBodyBytes(n int64) Option {
-	if n <= 0 {
-		panic("idempotency: WithMaxBodyBytes expects n > 0")
-	}
+	n = positive("WithMaxBodyBytes", "n", n)
 	return func(c *config) { c.maxBodyBytes = n }
 }
 
@@ -192,9 +190,7 @@ func WithMaxBodyBytes(n int64) Option {
 // larger response still reaches the client in full, and its key is marked
 // done but not replayable. Defaults to 1 MiB.
 func WithMaxResponseBytes(n int) Option {
-	if n <= 0 {
-		panic("idempotency: WithMaxResponseBytes expects n > 0")
-	}
+	n = positive("WithMaxResponseBytes", "n", n)
 	return func(c *config) { c.maxResponseBytes = n }
 }
 
@@ -205,9 +201,7 @@ func WithMaxResponseBytes(n int) Option {
 // collection pauses and network stalls, so a lease much under a second
 // protects little on a loaded machine. Defaults to 30 seconds.
 func WithLease(d time.Duration) Option {
-	if d <= 0 {
-		panic("idempotency: WithLease expects d > 0")
-	}
+	d = positive("WithLease", "d", d)
 	return func(c *config) { c.lease = d }
 }
 
@@ -220,18 +214,14 @@ func WithLease(d time.Duration) Option {
 // on its connections (go-redis: ContextTimeoutEnabled). Defaults to the
 // lease (WithLease).
 func WithRecordTimeout(d time.Duration) Option {
-	if d <= 0 {
-		panic("idempotency: WithRecordTimeout expects d > 0")
-	}
+	d = positive("WithRecordTimeout", "d", d)
 	return func(c *config) { c.recordTimeout = d }
 }
 
 // WithRetention sets how long a completed record is kept for replay.
 // Defaults to 24 hours.
 func WithRetention(d time.Duration) Option {
-	if d <= 0 {
-		panic("idempotency: WithRetention expects d > 0")
-	}
+	d = positive("WithRetention", "d", d)
 	return func(c *config) { c.retention = d }
 }
 
@@ -239,9 +229,7 @@ func WithRetention(d time.Duration) Option {
 // flight and with a 503 for an unreachable store; it is rounded up to whole
 // seconds. Defaults to 1 second.
 func WithRetryAfter(d time.Duration) Option {
-	if d <= 0 {
-		panic("idempotency: WithRetryAfter expects d > 0")
-	}
+	d = positive("WithRetryAfter", "d", d)
 	return func(c *config) { c.retryAfter = d }
 }
 
@@ -320,4 +308,13 @@ func headerSet(names ...string) map[string]bool {
 		set[http.CanonicalHeaderKey(name)] = true
 	}
 	return set
+}
+
+// positive returns v, the argument named arg of the option, or panics if v
+// is not above zero.
+func positive[T int | int64 | time.Duration](option, arg string, v T) T {
+	if v <= 0 {
+		panic(fmt.Sprintf("idempotency: %s expects %s > 0", option, arg))
+	}
+	return v
 }

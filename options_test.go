@@ -109,6 +109,20 @@ func TestDefaults(t *testing.T) {
 // work panics when the option is made or the middleware is built, never at
 // a request.
 func TestOptionsRefuseMisconfiguration(t *testing.T) {
+	// Sizes and durations must be above zero; each option says which.
+	t.Run("sizes and durations refuse zero", func(t *testing.T) {
+		for want, option := range map[string]func(){
+			"idempotency: WithMaxBodyBytes expects n > 0":     func() { idempotency.WithMaxBodyBytes(0) },
+			"idempotency: WithMaxResponseBytes expects n > 0": func() { idempotency.WithMaxResponseBytes(-1) },
+			"idempotency: WithLease expects d > 0":            func() { idempotency.WithLease(0) },
+			"idempotency: WithRetention expects d > 0":        func() { idempotency.WithRetention(-time.Second) },
+			"idempotency: WithRetryAfter expects d > 0":       func() { idempotency.WithRetryAfter(0) },
+		} {
+			require.PanicsWithValue(t, want, option)
+		}
+		require.NotPanics(t, func() { idempotency.WithLease(time.Nanosecond) })
+	})
+
 	// TestWithStoreRefusesANilStore: a nil store, or a nil pointer to one,
 	// panics when the option is made rather than at the first request.
 	t.Run("WithStore refuses a nil store", func(t *testing.T) {
