@@ -150,26 +150,26 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 // record whose lease has ended but that nobody has taken over still holds
 // it, and may renew it.
 func (m *Memory) Renew(_ context.Context, key string, owner Lease, lease time.Duration) error {
+	return m.withHeld(key, owner, func(i int32) {
+		r := &m.records.slots[i]
+		r.expires = deadline(m.now(), lease)
+		m.noteExpiry(r.expires)
+	})
+}
+
+// withHeld calls update, under the store's lock, with the slot of key's
+// record if owner holds it; otherwise it returns ErrNotOwner. The key is
+// put in its kept form (keptKey) before the lock is taken.
+func (m *Memory) withHeld(key string, owner Lease, update func(i int32)) error {
 	key = keptKey(key)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	i := m.held(key, owner)
-	if i < 0 {
-		return ErrNotOwner
-	}
-	r := &m.records.slots[i]
-	r.expires = deadline(m.now(), lease)
-	m.noteExpiry(r.expires)
-	return nil
-}
-
-// held returns the slot of key's record if owner holds it, or -1.
-func (m *Memory) held(key string, owner Lease) int32 {
 	i := m.records.find(m.records.hash(key), key)
 	if i < 0 || !m.records.slots[i].heldBy(owner) {
-		return -1
+		return ErrNotOwner
 	}
-	return i
+	update(i)
+	return nil
 }
 
 // Complete implements Store. It returns ErrNotOwner if key is missing,
@@ -180,18 +180,17 @@ func (m *Memory) held(key string, owner Lease) int32 {
 // key as done but not replayable. Nothing of resp is kept: the record holds
 // copies.
 func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Response, retention time.Duration) error {
-	key = keptKey(key)
 	var scratch [512]byte // holds a typical encoded header without allocating
 	var header []byte
 	if resp != nil {
 		header = encodeHeader(scratch[:0], resp.Header)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	i := m.held(key, owner)
-	if i < 0 {
-		return ErrNotOwner
-	}
+	return m.withHeld(key, owner, func(i int32) { m.complete(i, resp, header, retention) })
+}
+
+// complete completes the in-flight record in slot i, with resp and its
+// encoded header, or as not replayable if resp is nil or does not fit.
+func (m *Memory) complete(i int32, resp *Response, header []byte, retention time.Duration) {
 	r := m.records.slots[i]
 	done := r
 	done.state, done.token = StateUnreplayable, ""
@@ -209,7 +208,6 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 		m.records.replace(i, done)
 	}
 	m.noteExpiry(done.expires)
-	return nil
 }
 
 // Release implements Store. It returns ErrNotOwner if key is missing,
@@ -218,16 +216,10 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 // taken it over. The key becomes missing; the next Claim of it gets a
 // higher fencing number all the same.
 func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
-	key = keptKey(key)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	i := m.held(key, owner)
-	if i < 0 {
-		return ErrNotOwner
-	}
-	m.forget(i)
-	m.records.remove(i)
-	return nil
+	return m.withHeld(key, owner, func(i int32) {
+		m.forget(i)
+		m.records.remove(i)
+	})
 }
 
 // maxKeptKey is the longest key a Memory store keeps as it is; see
