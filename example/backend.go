@@ -16,15 +16,16 @@ type payment struct {
 	Currency string `json:"currency"`
 }
 
-// ledger keeps the payments the service has made. With a shared store it
-// lives in that same backend, so every worker process sees every payment.
+// ledger keeps the payments the service has made, each for the account
+// that made it. With a shared store it lives in that same backend, so every
+// worker process sees every payment.
 type ledger interface {
-	// Create records a new payment under an id from newPaymentID, unique
-	// across processes, and returns it.
-	Create(ctx context.Context, amount int, currency string) (payment, error)
-	// List returns every payment in the ledger; an empty ledger gives an
-	// empty slice.
-	List(ctx context.Context) ([]payment, error)
+	// Create records a new payment of account under an id from
+	// newPaymentID, unique across processes, and returns it.
+	Create(ctx context.Context, account string, amount int, currency string) (payment, error)
+	// List returns account's payments, oldest first; an account without
+	// any gives an empty slice. It never returns another account's.
+	List(ctx context.Context, account string) ([]payment, error)
 }
 
 // opener opens one -store backend. It returns the idempotency store (nil

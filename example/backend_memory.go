@@ -13,22 +13,26 @@ func openMemory(context.Context, config) (store.Store, ledger, func(), error) {
 	return nil, &memoryLedger{}, func() {}, nil
 }
 
-// memoryLedger is a ledger for one process.
+// memoryLedger is a ledger for one process: each account's payments, in
+// the order they were made.
 type memoryLedger struct {
 	mu       sync.Mutex
-	payments []payment
+	payments map[string][]payment
 }
 
-func (l *memoryLedger) Create(_ context.Context, amount int, currency string) (payment, error) {
+func (l *memoryLedger) Create(_ context.Context, account string, amount int, currency string) (payment, error) {
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.payments = append(l.payments, p)
+	if l.payments == nil {
+		l.payments = make(map[string][]payment)
+	}
+	l.payments[account] = append(l.payments[account], p)
 	return p, nil
 }
 
-func (l *memoryLedger) List(context.Context) ([]payment, error) {
+func (l *memoryLedger) List(_ context.Context, account string) ([]payment, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]payment{}, l.payments...), nil
+	return append([]payment{}, l.payments[account]...), nil
 }

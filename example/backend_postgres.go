@@ -13,15 +13,20 @@ import (
 	pgstore "github.com/seed43327c4c/idempotency/store_postgres"
 )
 
-// paymentsSchema is the ledger's table. The idempotency table comes from
+// paymentsSchema is the ledger's table, with an index for listing one
+// account's payments; a table made before payments had accounts gets the
+// column, its old rows no account. The idempotency table comes from
 // pgstore's own schema through Migrate.
 const paymentsSchema = `
 CREATE TABLE IF NOT EXISTS payments (
     id         text        PRIMARY KEY,
+    account    text        NOT NULL,
     amount     integer     NOT NULL CHECK (amount > 0),
     currency   text        NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now()
-)`
+);
+ALTER TABLE payments ADD COLUMN IF NOT EXISTS account text NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS payments_account ON payments (account, created_at, id)`
 
 // openPostgres keeps records and payments in PostgreSQL at cfg.databaseURL,
 // in the tables idempotency_keys and payments of the connection's
@@ -94,7 +99,7 @@ type postgresLedger struct {
 // request's idempotency record, and a request without one (which did not
 // pass the middleware) is refused: its payment would be unprotected.
 // Otherwise it goes through the pool.
-func (l *postgresLedger) Create(ctx context.Context, amount int, currency string) (payment, error) {
+func (l *postgresLedger) Create(ctx context.Context, account string, amount int, currency string) (payment, error) {
 	var db interface {
 		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 	} = l.pool
@@ -106,16 +111,16 @@ func (l *postgresLedger) Create(ctx context.Context, amount int, currency string
 		db = tx
 	}
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
-	_, err := db.Exec(ctx, `INSERT INTO payments (id, amount, currency) VALUES ($1, $2, $3)`,
-		p.ID, p.Amount, p.Currency)
+	_, err := db.Exec(ctx, `INSERT INTO payments (id, account, amount, currency) VALUES ($1, $2, $3, $4)`,
+		p.ID, account, p.Amount, p.Currency)
 	if err != nil {
 		return payment{}, fmt.Errorf("recording payment: %w", err)
 	}
 	return p, nil
 }
 
-func (l *postgresLedger) List(ctx context.Context) ([]payment, error) {
-	rows, err := l.pool.Query(ctx, `SELECT id, amount, currency FROM payments ORDER BY created_at, id`)
+func (l *postgresLedger) List(ctx context.Context, account string) ([]payment, error) {
+	rows, err := l.pool.Query(ctx, `SELECT id, amount, currency FROM payments WHERE account = $1 ORDER BY created_at, id`, account)
 	if err != nil {
 		return nil, fmt.Errorf("listing payments: %w", err)
 	}

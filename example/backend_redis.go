@@ -12,12 +12,12 @@ import (
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
 
-// paymentsKey is the Redis list that holds the ledger, one JSON payment per
-// element in the order they were made. It never expires.
-const paymentsKey = "example:payments"
+// paymentsKey returns the Redis list that holds account's payments, one
+// JSON payment per element in the order they were made. It never expires.
+func paymentsKey(account string) string { return "example:payments:" + account }
 
 // openRedis keeps records with redisstore (under its default prefix,
-// "idempotency:") and payments in the list paymentsKey, both on the Redis
+// "idempotency:") and payments in a list per account (paymentsKey), both on the Redis
 // server at cfg.redisURL, so every worker shares them. It fails if the
 // server does not answer a PING at start-up; later outages make the
 // middleware answer 503 until the server is back.
@@ -48,17 +48,17 @@ type redisLedger struct {
 	client *redis.Client
 }
 
-func (l *redisLedger) Create(ctx context.Context, amount int, currency string) (payment, error) {
+func (l *redisLedger) Create(ctx context.Context, account string, amount int, currency string) (payment, error) {
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
 	b, _ := json.Marshal(p) // strings and an int always encode
-	if err := l.client.RPush(ctx, paymentsKey, b).Err(); err != nil {
+	if err := l.client.RPush(ctx, paymentsKey(account), b).Err(); err != nil {
 		return payment{}, fmt.Errorf("recording payment: %w", err)
 	}
 	return p, nil
 }
 
-func (l *redisLedger) List(ctx context.Context) ([]payment, error) {
-	elems, err := l.client.LRange(ctx, paymentsKey, 0, -1).Result()
+func (l *redisLedger) List(ctx context.Context, account string) ([]payment, error) {
+	elems, err := l.client.LRange(ctx, paymentsKey(account), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("listing payments: %w", err)
 	}

@@ -137,7 +137,7 @@ func do(t *testing.T, req *http.Request) answer {
 
 func (ta *testAPI) ledgerLen(t *testing.T) int {
 	t.Helper()
-	payments, err := ta.led.List(context.Background())
+	payments, err := ta.led.List(context.Background(), "")
 	require.NoError(t, err)
 	return len(payments)
 }

@@ -31,7 +31,7 @@ func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 	if !readRequest(w, r, &req) {
 		return
 	}
-	p, err := a.ledger.Create(r.Context(), req.Amount, strings.ToUpper(req.Currency))
+	p, err := a.ledger.Create(r.Context(), account(r), req.Amount, strings.ToUpper(req.Currency))
 	if err != nil {
 		a.log.Error("recording a payment failed", "err", err)
 		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusInternalServerError,
@@ -47,14 +47,15 @@ func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, p)
 }
 
-// listPayments answers 200 with every payment in the ledger, a JSON array.
+// listPayments answers 200 with the caller's payments, a JSON array.
 func (a *api) listPayments(w http.ResponseWriter, r *http.Request) {
 	if payments, ok := a.payments(w, r); ok {
 		writeJSON(w, http.StatusOK, payments)
 	}
 }
 
-// getPayment answers 200 with the payment named in the path, or 404.
+// getPayment answers 200 with the caller's payment named in the path, or
+// 404 (another account's payment included).
 func (a *api) getPayment(w http.ResponseWriter, r *http.Request) {
 	payments, ok := a.payments(w, r)
 	if !ok {
@@ -70,10 +71,10 @@ func (a *api) getPayment(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteProblem(w, httpx.Problem{Status: http.StatusNotFound, Detail: "no payment has this id"})
 }
 
-// payments returns every payment in the ledger, or answers 500 and returns
-// false if the ledger cannot be read.
+// payments returns the caller's payments, or answers 500 and returns false
+// if the ledger cannot be read.
 func (a *api) payments(w http.ResponseWriter, r *http.Request) ([]payment, bool) {
-	payments, err := a.ledger.List(r.Context())
+	payments, err := a.ledger.List(r.Context(), account(r))
 	if err != nil {
 		a.log.Error("listing payments failed", "err", err)
 		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusInternalServerError})
