@@ -11,18 +11,26 @@ import (
 	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
-// TestConformance runs the shared store suite, each subtest on its own
-// table, against the plain store and against the plain methods of the
-// transactional one.
+// TestConformance runs the shared store suites, each subtest on its own
+// table: Run against the plain store and against the plain methods of the
+// transactional one, and RunTx against the transactional one's
+// transactions.
 func TestConformance(t *testing.T) {
 	for _, c := range []struct {
-		name     string
-		newStore func(t *testing.T) store.Store
+		name string
+		run  func(t *testing.T)
 	}{
-		{"Store", func(t *testing.T) store.Store { return newTestStore(t) }},
-		{"TxStore", func(t *testing.T) store.Store { return newTestTxStore(t) }},
+		{"Store", func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) store.Store { return newTestStore(t) })
+		}},
+		{"TxStore", func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) store.Store { return newTestTxStore(t) })
+		}},
+		{"TxStore transactions", func(t *testing.T) {
+			storetest.RunTx(t, func(t *testing.T) store.TxStore { return newTestTxStore(t) })
+		}},
 	} {
-		t.Run(c.name, func(t *testing.T) { storetest.Run(t, c.newStore) })
+		t.Run(c.name, c.run)
 	}
 }
 

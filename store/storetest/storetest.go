@@ -25,6 +25,17 @@
 //     and the body byte for byte. Complete copies what it keeps: the
 //     caller reuses the memory.
 //
+// A store.TxStore runs RunTx as well as Run. To pass, BeginClaim wins a
+// free or expired key with a transaction that Commit finishes (the
+// response replayed exactly, or nil for unreplayable, the first
+// fingerprint kept) and Rollback undoes, leaving the key free; a failed
+// Commit commits nothing. While the transaction is open, every other
+// Claim and BeginClaim of the key reports it in flight without waiting,
+// and exactly one of many concurrent claims wins. A BeginClaim that does
+// not win, or is refused for an empty token, leaves no transaction open.
+// What the handler writes through the transaction is the backend's own
+// to test.
+//
 // Timing: the leases and retentions the suite lets expire are 150 or 300
 // ms long, and the suite sleeps well past them (400 or 800 ms) instead of
 // asserting how long anything took, so a store passes if its expiry is
@@ -68,10 +79,7 @@ const (
 // reuse the same keys. It may register cleanup with t.Cleanup, and may skip
 // with t.Skip when its server is not configured.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
-	tests := []struct {
-		name string
-		run  func(t *testing.T, s store.Store)
-	}{
+	runCases(t, newStore, []suiteCase[store.Store]{
 		{"ClaimNewKey", testClaimNewKey},
 		{"ClaimInFlightKey", testClaimInFlightKey},
 		{"ClaimCompletedKey", testClaimCompletedKey},
@@ -104,8 +112,19 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"BinaryBodiesRoundTrip", testBinaryBodiesRoundTrip},
 		{"HeadersRoundTrip", testHeadersRoundTrip},
 		{"ResponseIsOnlyLent", testResponseIsOnlyLent},
-	}
-	for _, tc := range tests {
+	})
+}
+
+// suiteCase is one test of a suite, run against a store of type S.
+type suiteCase[S any] struct {
+	name string
+	run  func(t *testing.T, s S)
+}
+
+// runCases runs each case as a parallel subtest, on a store newStore
+// returns for it before the subtest calls t.Parallel.
+func runCases[S any](t *testing.T, newStore func(t *testing.T) S, cases []suiteCase[S]) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)
 			t.Parallel()
@@ -159,8 +178,14 @@ func mustLose(t *testing.T, s store.Store, key, fingerprint string) store.Record
 // fingerprint, with at most lease left.
 func requireInFlight(t *testing.T, s store.Store, key, fingerprint string, lease time.Duration) {
 	t.Helper()
-	rec := mustLose(t, s, key, "other-"+fingerprint)
-	require.Equal(t, store.StateInFlight, rec.State, "state of %q", key)
+	requireInFlightRecord(t, mustLose(t, s, key, "other-"+fingerprint), fingerprint, lease)
+}
+
+// requireInFlightRecord requires a lost claim's record to be in flight,
+// claimed with fingerprint, with at most lease left.
+func requireInFlightRecord(t *testing.T, rec store.Record, fingerprint string, lease time.Duration) {
+	t.Helper()
+	require.Equal(t, store.StateInFlight, rec.State, "state of the record holding the key")
 	require.Equal(t, fingerprint, rec.Fingerprint, "a lost claim reports the first claim's fingerprint")
 	require.Nil(t, rec.Response, "an in-flight record has no response")
 	requireTTL(t, rec.TTL, lease)
