@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/seed43327c4c/idempotency/httpx"
 )
 
 var errBodyTooLarge = errors.New("idempotency: request body too large")
@@ -95,21 +93,21 @@ func grow(buf []byte, most int64) []byte {
 	return append(make([]byte, 0, next), buf...)
 }
 
-// lingerBytes and lingerTime bound what refuseTooLarge reads of a body it
+// lingerBytes and lingerTime bound what drainRefused reads of a body it
 // refuses.
 const (
 	lingerBytes = 4 << 20
 	lingerTime  = 5 * time.Second
 )
 
-// refuseTooLarge answers a request whose body is over the limit with 413.
-// It first reads and discards what the client is still sending, up to
+// drainRefused prepares the 413 of a request whose body is over the limit:
+// it reads and discards what the client is still sending, up to
 // lingerBytes within lingerTime: a server that answers and closes the
 // connection while its client still sends resets it, and the client then
 // loses the answer. A body announced as longer than that is not read, nor
 // one whose client waits for 100 Continue before sending it; and none is
 // read if the connection's read deadline cannot be set to bound it.
-func refuseTooLarge(w http.ResponseWriter, r *http.Request) {
+func drainRefused(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength <= lingerBytes && !expectsContinue(r) {
 		rc := http.NewResponseController(w)
 		if rc.SetReadDeadline(time.Now().Add(lingerTime)) == nil {
@@ -117,7 +115,6 @@ func refuseTooLarge(w http.ResponseWriter, r *http.Request) {
 			_ = rc.SetReadDeadline(time.Time{})
 		}
 	}
-	httpx.WriteProblem(w, problemBodyTooLarge)
 }
 
 // expectsContinue reports whether r's client waits for a 100 Continue

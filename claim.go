@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/seed43327c4c/idempotency/httpx"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -23,7 +22,7 @@ func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
 		m.waitForRecord(w, r, c, token)
 		return
 	}
-	m.writeRetryableProblem(w, problemKeyInFlight)
+	m.writeRetryableProblem(w, r, problemKeyInFlight)
 }
 
 // tryClaim makes one attempt at c's key: it runs the handler if it
@@ -43,7 +42,7 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 		m.run(w, r, c, rec.Owner, claimedAt)
 		return true
 	default:
-		return m.answerFromRecord(w, c, rec)
+		return m.answerFromRecord(w, r, c, rec)
 	}
 }
 
@@ -56,10 +55,11 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim in transaction: %w", err))
 		return true
 	case tx != nil:
-		m.runInTx(w, r.WithContext(txCtx), tx)
+		c.fence = rec.Owner.Fence
+		m.runInTx(w, r.WithContext(withCall(txCtx, c)), c, tx)
 		return true
 	default:
-		return m.answerFromRecord(w, c, rec)
+		return m.answerFromRecord(w, r, c, rec)
 	}
 }
 
@@ -67,16 +67,16 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 // is in flight for the same request: a different fingerprint gets 422, a
 // completed record is replayed, an unreplayable one gets 409. It reports
 // whether it answered.
-func (m *middleware) answerFromRecord(w http.ResponseWriter, c *call, rec store.Record) bool {
+func (m *middleware) answerFromRecord(w http.ResponseWriter, r *http.Request, c *call, rec store.Record) bool {
 	switch {
 	case rec.Fingerprint != c.fingerprint:
-		httpx.WriteProblem(w, problemKeyReused)
+		m.writeProblem(w, r, problemKeyReused)
 	case rec.State == store.StateCompleted && rec.Response != nil:
 		m.replay(w, rec.Response)
 	case rec.State == store.StateCompleted, rec.State == store.StateUnreplayable:
 		// A completed record without its response (a faulty store) is
 		// answered as one that could not be stored, never run again.
-		httpx.WriteProblem(w, problemNotReplayable)
+		m.writeProblem(w, r, problemNotReplayable)
 	default:
 		return false
 	}
@@ -97,13 +97,13 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, c *call
 	ended := r.Context().Err()
 	switch {
 	case ended != nil && c.waiting:
-		m.writeRetryableProblem(w, problemKeyInFlight)
+		m.writeRetryableProblem(w, r, problemKeyInFlight)
 		return
 	case ended != nil:
 		if !errors.Is(ended, context.Canceled) {
 			m.errorHandler(r, err)
 		}
-		m.writeRetryableProblem(w, problemRequestInterrupted)
+		m.writeRetryableProblem(w, r, problemRequestInterrupted)
 		return
 	}
 	m.errorHandler(r, err)
@@ -113,5 +113,5 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, c *call
 		m.next.ServeHTTP(w, r)
 		return
 	}
-	m.writeRetryableProblem(w, problemStoreUnavailable)
+	m.writeRetryableProblem(w, r, problemStoreUnavailable)
 }

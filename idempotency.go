@@ -18,13 +18,17 @@
 //     for the response); a key first used with a different fingerprint gets
 //     422; a store error gets 503 unless WithFailOpen is set.
 //
-// Every error response the middleware writes itself is
-// application/problem+json with one of the Problem* type URIs.
+// Every error response the middleware writes itself carries one of the
+// Problem* type URIs, as application/problem+json unless WithProblemWriter
+// writes it otherwise. A handler running under a claimed key sees it
+// through FromContext, and may keep its response from being recorded with
+// DoNotRecord.
 package idempotency
 
 import (
 	"errors"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/seed43327c4c/idempotency/httpx"
 	"github.com/seed43327c4c/idempotency/internal/canonjson"
@@ -48,6 +52,9 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 			logger.ErrorContext(r.Context(), "idempotency: store error",
 				"err", err, "method", r.Method, "path", r.URL.Path)
 		}
+	}
+	if c.scopeRequired && c.scope == nil {
+		panic("idempotency: WithScopeRequired needs WithScope, the function that names the caller")
 	}
 	if c.canonicalJSON && c.maxBodyBytes > canonjson.MaxSize {
 		panic("idempotency: WithCanonicalJSON reads bodies under 2 GiB; set WithMaxBodyBytes lower")
@@ -75,8 +82,11 @@ type middleware struct {
 // handler runs under.
 type call struct {
 	key         string // storage key: scope, method, route and client key
+	clientKey   string
 	fingerprint string
-	waiting     bool // the key was found in flight, and the request waits (WithWait)
+	fence       int64       // of the claim the handler runs under
+	doNotRecord atomic.Bool // set by the handler (DoNotRecord)
+	waiting     bool        // the key was found in flight, and the request waits (WithWait)
 	body        bufferedBody
 	rec         httpx.Recorder
 	lease       heldLease
@@ -88,28 +98,32 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.next.ServeHTTP(w, r)
 		return
 	}
-	clientKey, err := httpx.ParseKey(r.Header)
+	clientKey, err := httpx.ParseKeyHeader(r.Header, m.keyHeader)
 	switch {
 	case errors.Is(err, httpx.ErrKeyMissing):
 		if m.keyRequired {
-			httpx.WriteProblem(w, problemKeyMissing)
+			m.writeProblem(w, r, problemKeyMissing)
 			return
 		}
 		m.next.ServeHTTP(w, r)
 		return
 	case err != nil:
-		httpx.WriteProblem(w, problemKeyInvalid)
+		m.writeProblem(w, r, problemKeyInvalid)
+		return
+	case m.keyValid != nil && !m.keyValid(clientKey):
+		m.writeProblem(w, r, problemKeyRefused)
 		return
 	}
 
-	c := &call{}
+	c := &call{clientKey: clientKey}
 	err = c.body.read(r, m.maxBodyBytes)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
-		refuseTooLarge(w, r)
+		drainRefused(w, r)
+		m.writeProblem(w, r, problemBodyTooLarge)
 		return
 	case err != nil:
-		httpx.WriteProblem(w, problemBodyUnreadable)
+		m.writeProblem(w, r, problemBodyUnreadable)
 		return
 	}
 	if r.Body != http.NoBody {
@@ -122,6 +136,10 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var scope string
 	if m.scope != nil {
 		scope = m.scope(r)
+	}
+	if scope == "" && m.scopeRequired {
+		m.writeProblem(w, r, problemScopeMissing)
+		return
 	}
 	c.key = storageKey(scope, r.Method, m.route(r), clientKey)
 	c.fingerprint = m.fingerprint(r, fingerprintBody)

@@ -3,7 +3,9 @@ package idempotency_test
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,6 +133,80 @@ func TestKeys(t *testing.T) {
 		requireProblem(t, post(mw, "", "{}"), http.StatusBadRequest, idempotency.ProblemKeyMissing)
 		require.Zero(t, h.runs.Load())
 	})
+}
+
+// TestKeyOptions: the key header the application names, and its validator.
+func TestKeyOptions(t *testing.T) {
+	inHeader := func(name, key string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set(name, key) }
+	}
+	t.Run("another header", func(t *testing.T) {
+		h := &paymentHandler{}
+		mw := idempotency.New(idempotency.WithKeyHeader("x-idempotency-key"), idempotency.WithKeyRequired())(h)
+		require.Equal(t, http.StatusCreated, post(mw, "", "{}", inHeader("X-Idempotency-Key", "k")).StatusCode)
+		dup := post(mw, "", "{}", inHeader("X-Idempotency-Key", `"k"`))
+		require.Equal(t, "true", dup.Header.Get("Idempotent-Replayed"))
+		require.EqualValues(t, 1, h.runs.Load())
+
+		missing := post(mw, "k", "{}") // in Idempotency-Key, which no longer counts
+		require.Equal(t, http.StatusBadRequest, missing.StatusCode)
+		body := readAll(t, missing)
+		require.Contains(t, body, idempotency.ProblemKeyMissing)
+		require.Contains(t, body, "X-Idempotency-Key header", "the problem names the header to send")
+		require.NotContains(t, body, `"Idempotency-Key`)
+		require.EqualValues(t, 1, h.runs.Load())
+	})
+
+	t.Run("validator", func(t *testing.T) {
+		var calls atomic.Int64
+		uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+		h := &paymentHandler{}
+		mw := idempotency.New(idempotency.WithKeyValidator(func(key string) bool {
+			calls.Add(1)
+			return uuid.MatchString(key)
+		}))(h)
+		requireProblem(t, post(mw, "pay-1", "{}"), http.StatusBadRequest, idempotency.ProblemKeyInvalid)
+		requireProblem(t, post(mw, "a\x01", "{}"), http.StatusBadRequest, idempotency.ProblemKeyInvalid)
+		require.EqualValues(t, 1, calls.Load(), "a malformed key is refused before the validator")
+		require.Zero(t, h.runs.Load())
+		const key = "0b5d7a3e-9c1f-4e2a-8d6b-3f4a5b6c7d8e"
+		require.Equal(t, http.StatusCreated, post(mw, `"`+key+`"`, "{}").StatusCode, "it gets the key unquoted")
+		require.EqualValues(t, 1, h.runs.Load())
+	})
+
+	t.Run("validator that panics claims nothing", func(t *testing.T) {
+		var panics atomic.Bool
+		panics.Store(true)
+		h := &paymentHandler{}
+		mw := idempotency.New(idempotency.WithKeyValidator(func(string) bool {
+			if panics.Load() {
+				panic("validator bug")
+			}
+			return true
+		}))(h)
+		require.PanicsWithValue(t, "validator bug", func() { post(mw, "k", "{}") })
+		require.Zero(t, h.runs.Load())
+		panics.Store(false)
+		first := post(mw, "k", "{}")
+		require.Equal(t, http.StatusCreated, first.StatusCode, "the key was never claimed")
+		require.Empty(t, first.Header.Get("Idempotent-Replayed"))
+	})
+}
+
+// TestScopeRequired: with WithScopeRequired, a request with a key but no
+// caller gets 403 and claims nothing; one without a key still passes.
+func TestScopeRequired(t *testing.T) {
+	h := &paymentHandler{}
+	user := func(r *http.Request) string { return r.Header.Get("X-User") }
+	mw := idempotency.New(idempotency.WithScope(user), idempotency.WithScopeRequired())(h)
+	alice := func(r *http.Request) { r.Header.Set("X-User", "alice") }
+	requireProblem(t, post(mw, "k", "{}"), http.StatusForbidden, idempotency.ProblemScopeMissing)
+	require.Zero(t, h.runs.Load())
+	first := post(mw, "k", "{}", alice)
+	require.Equal(t, http.StatusCreated, first.StatusCode)
+	require.Empty(t, first.Header.Get("Idempotent-Replayed"), "the refused request claimed nothing")
+	require.Equal(t, http.StatusCreated, post(mw, "", "{}").StatusCode, "no key: not protected, not refused")
+	require.EqualValues(t, 2, h.runs.Load())
 }
 
 func TestSameKeyFromTwoScopesDoesNotCollide(t *testing.T) {

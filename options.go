@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seed43327c4c/idempotency/httpx"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -18,8 +19,13 @@ type config struct {
 	store            store.Store
 	txStore          store.TxStore // store, if it can claim in a transaction
 	methods          map[string]bool
+	keyHeader        string // canonical
 	keyRequired      bool
+	keyValid         func(key string) bool // nil: every well-formed key
 	scope            func(*http.Request) string
+	scopeRequired    bool
+	record           func(r *http.Request, status int) bool
+	problemWriter    func(w http.ResponseWriter, r *http.Request, p httpx.Problem)
 	route            func(*http.Request) string
 	fingerprint      func(r *http.Request, body []byte) string
 	canonicalJSON    bool
@@ -39,7 +45,10 @@ type config struct {
 func defaultConfig() *config {
 	return &config{
 		methods:          map[string]bool{http.MethodPost: true, http.MethodPatch: true},
+		keyHeader:        httpx.KeyHeader,
 		route:            defaultRoute,
+		record:           DefaultRecordPolicy,
+		problemWriter:    writeProblemJSON,
 		maxBodyBytes:     1 << 20,
 		maxResponseBytes: 1 << 20,
 		lease:            30 * time.Second,
@@ -123,6 +132,47 @@ func WithKeyRequired() Option {
 	return func(c *config) { c.keyRequired = true }
 }
 
+// WithKeyHeader sets the request header that carries the idempotency key,
+// such as X-Idempotency-Key; the middleware's problem titles name it. It
+// panics if name is not a valid header field name. Defaults to
+// Idempotency-Key.
+func WithKeyHeader(name string) Option {
+	if !isToken(name) {
+		panic(fmt.Sprintf("idempotency: WithKeyHeader: %q is not a header name", name))
+	}
+	name = http.CanonicalHeaderKey(name)
+	return func(c *config) { c.keyHeader = name }
+}
+
+// isToken reports whether s is an RFC 9110 token, as a header field name
+// must be.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !alnum && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// WithKeyValidator sets a check of the key beyond its form (for example,
+// that it is a UUID). It gets the key as the client sent it, unquoted,
+// once the key is known to be well formed; a key it refuses gets 400
+// key-invalid and the request claims nothing. A validator that panics
+// claims nothing either: the panic goes on up. Defaults to accepting every
+// well-formed key.
+func WithKeyValidator(valid func(key string) bool) Option {
+	if valid == nil {
+		panic("idempotency: WithKeyValidator expects a non-nil function")
+	}
+	return func(c *config) { c.keyValid = valid }
+}
+
 // WithScope sets the function that names the caller, usually the user or
 // tenant id your authentication put in the request context. Keys from
 // different scopes never collide, and a caller cannot read another scope's
@@ -132,6 +182,15 @@ func WithScope(scope func(*http.Request) string) Option {
 		panic("idempotency: WithScope expects a non-nil function")
 	}
 	return func(c *config) { c.scope = scope }
+}
+
+// WithScopeRequired refuses a request with a key whose scope function
+// (WithScope) returns "": it gets 403 scope-missing, and claims nothing,
+// for services where every protected request must come from a known
+// caller. New panics if no WithScope is given. Defaults to off: a request
+// without a scope shares the key space of every other such request.
+func WithScopeRequired() Option {
+	return func(c *config) { c.scopeRequired = true }
 }
 
 // WithRoute sets the function that names the route a request is for. The
@@ -176,6 +235,36 @@ func WithFingerprint(fingerprint func(r *http.Request, body []byte) string) Opti
 // endpoint needs; New panics if it is 2 GiB or more. Defaults to off.
 func WithCanonicalJSON() Option {
 	return func(c *config) { c.canonicalJSON = true }
+}
+
+// WithRecordPolicy sets the rule that decides, once the handler has
+// returned, whether its response is recorded (true: stored for replay, or
+// marked done but not replayable) or the key released for a retry (false).
+// It gets the request and the status sent (200 when the handler wrote
+// nothing). It is not asked about a request whose context ended before the
+// handler returned with a status outside 2xx and 3xx, which is released
+// whatever it says, nor about a hijacked connection, which is recorded,
+// nor after the handler called DoNotRecord. A policy that panics releases
+// the key, and the panic goes on up. Defaults to DefaultRecordPolicy.
+func WithRecordPolicy(record func(r *http.Request, status int) bool) Option {
+	if record == nil {
+		panic("idempotency: WithRecordPolicy expects a non-nil function")
+	}
+	return func(c *config) { c.record = record }
+}
+
+// WithProblemWriter sets the function that writes the error responses the
+// middleware answers itself, for an API with an error format of its own.
+// It gets the response, the request and the problem (type URI, title,
+// status, detail); Retry-After is already set where the problem needs it.
+// It must write the problem's status. A writer that panics leaves no key
+// claimed, and the panic goes on up. Defaults to httpx.WriteProblem:
+// application/problem+json.
+func WithProblemWriter(write func(w http.ResponseWriter, r *http.Request, p httpx.Problem)) Option {
+	if write == nil {
+		panic("idempotency: WithProblemWriter expects a non-nil function")
+	}
+	return func(c *config) { c.problemWriter = write }
 }
 
 // WithMaxBodyBytes sets the largest request body the middleware reads to

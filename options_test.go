@@ -151,6 +151,27 @@ func TestOptionsRefuseMisconfiguration(t *testing.T) {
 		})
 	})
 
+	// Function options refuse nil, WithKeyHeader a name that is no header
+	// name, and WithScopeRequired a middleware without a scope function.
+	t.Run("the options of issue 16", func(t *testing.T) {
+		for want, option := range map[string]func(){
+			"idempotency: WithRecordPolicy expects a non-nil function":  func() { idempotency.WithRecordPolicy(nil) },
+			"idempotency: WithProblemWriter expects a non-nil function": func() { idempotency.WithProblemWriter(nil) },
+			"idempotency: WithKeyValidator expects a non-nil function":  func() { idempotency.WithKeyValidator(nil) },
+			`idempotency: WithKeyHeader: "" is not a header name`:       func() { idempotency.WithKeyHeader("") },
+			`idempotency: WithKeyHeader: "Idempotency Key" is not a header name`: func() {
+				idempotency.WithKeyHeader("Idempotency Key")
+			},
+			`idempotency: WithKeyHeader: "Key:" is not a header name`: func() { idempotency.WithKeyHeader("Key:") },
+			"idempotency: WithScopeRequired needs WithScope, the function that names the caller": func() {
+				idempotency.New(idempotency.WithScopeRequired())
+			},
+		} {
+			require.PanicsWithValue(t, want, option)
+		}
+		require.NotPanics(t, func() { idempotency.WithKeyHeader("x-idempotency-key") })
+	})
+
 	// TestWithReplayHeadersRefusesEveryNeverStoredHeader: naming any header
 	// that is never stored in WithReplayHeaders, in any letter case, is a
 	// misconfiguration and panics when the middleware is built.

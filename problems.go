@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/seed43327c4c/idempotency/httpx"
 )
@@ -15,8 +16,12 @@ import (
 const (
 	// ProblemKeyMissing: 400, the route requires an Idempotency-Key.
 	ProblemKeyMissing = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-missing"
-	// ProblemKeyInvalid: 400, the Idempotency-Key is malformed or sent twice.
+	// ProblemKeyInvalid: 400, the Idempotency-Key is malformed, sent twice,
+	// or refused by the key validator (WithKeyValidator).
 	ProblemKeyInvalid = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-invalid"
+	// ProblemScopeMissing: 403, the request names no caller, and the
+	// middleware requires one (WithScopeRequired).
+	ProblemScopeMissing = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#scope-missing"
 	// ProblemBodyUnreadable: 400, the request body could not be read.
 	ProblemBodyUnreadable = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#body-unreadable"
 	// ProblemBodyTooLarge: 413, the request body is over the limit.
@@ -45,6 +50,12 @@ var (
 		Title: "The Idempotency-Key header is invalid",
 		Detail: "Send exactly one Idempotency-Key header of 1 to 255 visible ASCII characters, " +
 			"bare or as a quoted string."}
+	problemKeyRefused = httpx.Problem{Type: ProblemKeyInvalid, Status: http.StatusBadRequest,
+		Title:  "The Idempotency-Key header is invalid",
+		Detail: "The key is not in the form this service accepts."}
+	problemScopeMissing = httpx.Problem{Type: ProblemScopeMissing, Status: http.StatusForbidden,
+		Title:  "This request must come from an identified caller",
+		Detail: "Authenticate to send a request with an Idempotency-Key here."}
 	problemBodyUnreadable = httpx.Problem{Type: ProblemBodyUnreadable, Status: http.StatusBadRequest,
 		Title: "The request body could not be read"}
 	problemBodyTooLarge = httpx.Problem{Type: ProblemBodyTooLarge, Status: http.StatusRequestEntityTooLarge,
@@ -69,10 +80,27 @@ var (
 		Detail: "It did not complete. Retry it with the same Idempotency-Key."}
 )
 
-// writeRetryableProblem writes p with a Retry-After header of the
-// configured wait (WithRetryAfter) in whole seconds, rounded up.
-func (m *middleware) writeRetryableProblem(w http.ResponseWriter, p httpx.Problem) {
+// writeProblem answers r with p through the problem writer
+// (WithProblemWriter), its title and detail naming the key header the
+// middleware reads.
+func (m *middleware) writeProblem(w http.ResponseWriter, r *http.Request, p httpx.Problem) {
+	if m.keyHeader != httpx.KeyHeader {
+		p.Title = strings.ReplaceAll(p.Title, httpx.KeyHeader, m.keyHeader)
+		p.Detail = strings.ReplaceAll(p.Detail, httpx.KeyHeader, m.keyHeader)
+	}
+	m.problemWriter(w, r, p)
+}
+
+// writeRetryableProblem writes p as writeProblem does, with a Retry-After
+// header of the configured wait (WithRetryAfter) in whole seconds, rounded
+// up.
+func (m *middleware) writeRetryableProblem(w http.ResponseWriter, r *http.Request, p httpx.Problem) {
 	seconds := int64(math.Ceil(m.retryAfter.Seconds()))
 	w.Header().Set("Retry-After", strconv.FormatInt(max(seconds, 1), 10))
+	m.writeProblem(w, r, p)
+}
+
+// writeProblemJSON is the default problem writer: application/problem+json.
+func writeProblemJSON(w http.ResponseWriter, _ *http.Request, p httpx.Problem) {
 	httpx.WriteProblem(w, p)
 }

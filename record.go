@@ -10,22 +10,32 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// released reports whether a response with status, written for r, frees
-// the key for a retry rather than being recorded: its status is not
-// recordable, or r's context ended before the handler finished the work,
-// judged by the status it wrote (a 2xx or 3xx means it finished). Status 0,
-// nothing written, is released only in the second case.
-func released(r *http.Request, status int) bool {
-	return !recordable(status) || r.Context().Err() != nil && (status < 200 || status >= 400)
+// releases reports whether the response the handler wrote for c's
+// request r, with status (0: nothing written), frees the key for a retry
+// rather than being recorded. ended tells whether r's context had ended
+// when the handler returned: the work is then judged unfinished unless it
+// wrote a 2xx or 3xx, whatever the record policy says. A hijacked
+// connection is recorded, and the policy is not asked about it. A handler
+// that called DoNotRecord is always released.
+func (m *middleware) releases(r *http.Request, c *call, status int, ended, hijacked bool) bool {
+	switch {
+	case c.doNotRecord.Load():
+		return true
+	case hijacked:
+		return false
+	case ended && (status < 200 || status >= 400):
+		return true
+	}
+	return !m.record(r, cmp.Or(status, http.StatusOK))
 }
 
-// recordable reports whether a response with status is stored for replay
-// rather than released for a retry. 0 means the handler wrote nothing, which
-// net/http sends as 200.
-func recordable(status int) bool {
+// DefaultRecordPolicy is the record policy unless WithRecordPolicy sets
+// another: it records every status but a 5xx and the 4xx a retry may cure
+// (408 Request Timeout, 409 Conflict, 425 Too Early, 429 Too Many
+// Requests), whose keys are released. A policy of one's own may call it
+// for the statuses it leaves alone.
+func DefaultRecordPolicy(_ *http.Request, status int) bool {
 	switch {
-	case status == 0:
-		return true
 	case status >= 500:
 		return false
 	case status == http.StatusRequestTimeout, status == http.StatusConflict,

@@ -37,6 +37,104 @@ func TestRecordedAndReleasedStatuses(t *testing.T) {
 	}
 }
 
+// TestRecordPolicy: a policy of the application's decides which statuses
+// are recorded, given the request and the status sent (200 for a handler
+// that wrote nothing), in plain and transactional mode; the rule for a
+// request cut short still applies; a policy that panics releases the key
+// and the panic goes on up.
+func TestRecordPolicy(t *testing.T) {
+	// Record the 503s of /quotes (a final "sold out"), and never a 400.
+	policy := func(r *http.Request, status int) bool {
+		switch {
+		case status == http.StatusServiceUnavailable && r.URL.Path == "/quotes":
+			return true
+		case status == http.StatusBadRequest:
+			return false
+		}
+		return idempotency.DefaultRecordPolicy(r, status)
+	}
+	for name, st := range map[string]func() store.Store{
+		"plain":         func() store.Store { return store.NewMemory() },
+		"transactional": func() store.Store { return &txMemory{Memory: store.NewMemory()} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, tc := range []struct {
+				target   string
+				status   int
+				recorded bool
+			}{
+				{"/quotes", http.StatusServiceUnavailable, true},
+				{"/payments", http.StatusServiceUnavailable, false},
+				{"/payments", http.StatusBadRequest, false},
+				{"/payments", http.StatusCreated, true},
+			} {
+				h := &paymentHandler{status: tc.status}
+				mw := idempotency.New(idempotency.WithStore(st()), idempotency.WithRecordPolicy(policy))(h)
+				serve(mw, http.MethodPost, tc.target, "k", "{}")
+				second := serve(mw, http.MethodPost, tc.target, "k", "{}")
+				require.Equal(t, tc.status, second.StatusCode)
+				replayed := second.Header.Get("Idempotent-Replayed") == "true"
+				require.Equal(t, tc.recorded, replayed, "%s %d", tc.target, tc.status)
+				require.EqualValues(t, map[bool]int64{true: 1, false: 2}[tc.recorded], h.runs.Load())
+			}
+		})
+	}
+
+	t.Run("gets the request and the status sent", func(t *testing.T) {
+		var got []int
+		var gotPath string
+		mw := idempotency.New(idempotency.WithRecordPolicy(func(r *http.Request, status int) bool {
+			got, gotPath = append(got, status), r.URL.Path
+			return true
+		}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("X-Status") == "" {
+				return // nothing written: net/http sends 200
+			}
+			w.WriteHeader(http.StatusAccepted)
+		}))
+		post(mw, "a", "{}")
+		post(mw, "b", "{}", func(r *http.Request) { r.Header.Set("X-Status", "202") })
+		require.Equal(t, []int{http.StatusOK, http.StatusAccepted}, got)
+		require.Equal(t, "/payments", gotPath)
+	})
+
+	t.Run("is not asked to record a request cut short", func(t *testing.T) {
+		asked := false
+		always := idempotency.WithRecordPolicy(func(*http.Request, int) bool { asked = true; return true })
+		var runs atomic.Int64
+		mw := withDeadline(20*time.Millisecond, idempotency.New(always)(abandoning(&runs)))
+		requireProblem(t, post(mw, "k", "{}"), http.StatusServiceUnavailable, idempotency.ProblemRequestInterrupted)
+		require.False(t, asked)
+		require.Equal(t, http.StatusCreated, post(mw, "k", "{}").StatusCode)
+		require.EqualValues(t, 2, runs.Load(), "the key was released")
+	})
+
+	t.Run("that panics releases the key", func(t *testing.T) {
+		for name, st := range map[string]store.Store{
+			"plain":         store.NewMemory(),
+			"transactional": &txMemory{Memory: store.NewMemory()},
+		} {
+			t.Run(name, func(t *testing.T) {
+				var panics atomic.Bool
+				panics.Store(true)
+				h := &paymentHandler{}
+				mw := idempotency.New(idempotency.WithStore(st), idempotency.WithRecordPolicy(func(*http.Request, int) bool {
+					if panics.Load() {
+						panic("policy bug")
+					}
+					return true
+				}))(h)
+				require.PanicsWithValue(t, "policy bug", func() { post(mw, "k", "{}") })
+				panics.Store(false)
+				retry := post(mw, "k", "{}")
+				require.Equal(t, http.StatusCreated, retry.StatusCode, "the key is free: not 409")
+				require.Empty(t, retry.Header.Get("Idempotent-Replayed"))
+				require.EqualValues(t, 2, h.runs.Load())
+			})
+		}
+	})
+}
+
 func contains(list []int, v int) bool {
 	for _, x := range list {
 		if x == v {

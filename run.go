@@ -11,8 +11,9 @@ import (
 
 // run runs the handler for a request whose key this process has just
 // claimed under owner (the claim was sent at claimedAt), renewing the lease
-// while it runs, then records or releases the key:
-//   - a panic, a 5xx, or a 408, 409, 425 or 429 releases the key so a
+// while it runs, with c in its context (FromContext), then records or
+// releases the key:
+//   - a panic of the handler or of the record policy releases the key so a
 //     retry may run; the panic is re-raised;
 //   - so does a request context that ended before the handler returned,
 //     unless the handler wrote a 2xx or 3xx status: then its work is done
@@ -20,6 +21,8 @@ import (
 //     a retry replays it instead of doing the work again. A handler cut
 //     short before it wrote anything gets 503 request-interrupted sent for
 //     it, not net/http's empty 200;
+//   - so does a handler's DoNotRecord, and a status the record policy
+//     refuses (by default a 5xx, or a 408, 409, 425 or 429);
 //   - a hijacked or flushed response, one over the response limit, one
 //     with trailers, or one whose body could not all be written to the
 //     client (it hung up, or a timeout handler outside took over) marks the
@@ -31,33 +34,36 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	if r.Method == http.MethodHead {
 		rec.ForHead()
 	}
+	c.fence = owner.Fence
+	r = r.WithContext(withCall(r.Context(), c))
 	lease := &c.lease
 	m.leases.keep(lease, r, c.key, owner, claimedAt)
-	finished := false
+	decided := false
 	defer func() {
-		if finished {
+		if decided {
 			return
 		}
-		// The handler panicked: the deferred call runs while panicking.
+		// The handler or the record policy panicked: the deferred call
+		// runs while panicking.
 		m.leases.stop(lease)
 		m.release(r, c.key, owner)
 	}()
 	m.next.ServeHTTP(rec, r)
-	finished = true
+	ended := r.Context().Err() != nil
+	release := m.releases(r, c, rec.Status(), ended, rec.Hijacked())
+	decided = true
 	m.leases.stop(lease)
 
 	switch {
-	case rec.Hijacked():
-		m.complete(r, c.key, owner, nil)
-	case released(r, rec.Status()):
+	case release:
 		m.release(r, c.key, owner)
-		if rec.Status() == 0 {
-			// Cut short before it wrote anything (see released): the
+		if rec.Status() == 0 && ended && !rec.Hijacked() {
+			// Cut short before it wrote anything (see releases): the
 			// request did not complete, and its cookie is not sent either.
 			w.Header().Del("Set-Cookie")
-			m.writeRetryableProblem(w, problemRequestInterrupted)
+			m.writeRetryableProblem(w, r, problemRequestInterrupted)
 		}
-	case !rec.Replayable():
+	case rec.Hijacked(), !rec.Replayable():
 		m.complete(r, c.key, owner, nil)
 	default:
 		c.stored = m.storedResponse(r, rec)
@@ -66,14 +72,16 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	rec.Release() // the store has copied what it keeps of the response
 }
 
-// runInTx runs the handler inside the claim's transaction and holds its
-// response back until the outcome is decided:
-//   - a panic, a 5xx, a 408, 409, 425 or 429, or a request context that
-//     ended before the handler returned (unless it wrote a 2xx or 3xx
-//     status, as in run) rolls the transaction back (the handler's writes
-//     and the claim together); the response is sent as written, or 503
-//     request-interrupted if the handler wrote nothing, and a panic is
-//     re-raised;
+// runInTx runs the handler inside the claim's transaction, with c in its
+// context (FromContext), and holds its response back until the outcome is
+// decided:
+//   - a panic of the handler or of the record policy, a request context
+//     that ended before the handler returned (unless it wrote a 2xx or 3xx
+//     status, as in run), a handler's DoNotRecord, or a status the record
+//     policy refuses rolls the transaction back (the handler's writes and
+//     the claim together); the response is sent as written, or 503
+//     request-interrupted if the context ended before the handler wrote
+//     anything, and a panic is re-raised;
 //   - otherwise the response is stored (or, over the response limit or
 //     with trailers, the key marked done but not replayable) and the
 //     transaction committed;
@@ -81,25 +89,27 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 //     answer within the record timeout, the client gets 503 instead; a
 //     retry with the same key runs the request, or, if the commit did land
 //     before its connection was lost, replays it.
-func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx) {
+func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx store.Tx) {
 	held := httpx.NewHeld(w)
-	finished := false
+	decided := false
 	defer func() {
-		if !finished { // the handler panicked
+		if !decided { // the handler or the record policy panicked
 			m.rollback(r, tx)
 		}
 	}()
 	m.next.ServeHTTP(held, r)
-	finished = true
-
 	status := held.Status()
 	if !held.Wrote() {
 		status = 0 // as run sees it: 200 only if the request was not cut short
 	}
-	if released(r, status) {
+	ended := r.Context().Err() != nil
+	release := m.releases(r, c, status, ended, false)
+	decided = true
+
+	if release {
 		m.rollback(r, tx)
-		if status == 0 {
-			m.writeRetryableProblem(w, problemRequestInterrupted)
+		if status == 0 && ended {
+			m.writeRetryableProblem(w, r, problemRequestInterrupted)
 			return
 		}
 		held.Send()
@@ -115,7 +125,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, tx store.Tx
 	cancel()
 	if err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))
-		m.writeRetryableProblem(w, problemCommitFailed)
+		m.writeRetryableProblem(w, r, problemCommitFailed)
 		return
 	}
 	held.Send()

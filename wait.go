@@ -31,7 +31,7 @@ func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *ca
 		// Checked whichever woke the loop: when both were ready, select may
 		// have taken the timer, and an ended request must not claim.
 		if r.Context().Err() != nil {
-			m.writeRetryableProblem(w, problemKeyInFlight)
+			m.writeRetryableProblem(w, r, problemKeyInFlight)
 			return
 		}
 		if m.tryClaim(w, r, c, token) {
@@ -39,7 +39,7 @@ func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *ca
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			m.writeRetryableProblem(w, problemKeyInFlight)
+			m.writeRetryableProblem(w, r, problemKeyInFlight)
 			return
 		}
 		poll = min(2*poll, maxPoll, left)

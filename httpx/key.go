@@ -6,27 +6,34 @@ import (
 	"strings"
 )
 
-// KeyHeader is the request header that carries the idempotency key, in its
-// canonical form.
+// KeyHeader is the request header that carries the idempotency key unless
+// the application names another, in its canonical form.
 const KeyHeader = "Idempotency-Key"
 
 // MaxKeyLen is the longest key ParseKey accepts, in bytes, after unquoting.
 const MaxKeyLen = 255
 
-// Errors returned by ParseKey. Their messages name the problem without
-// echoing the client's input, so they are safe to show to a client.
+// Errors returned by ParseKey and ParseKeyHeader. Their messages name the
+// problem without echoing the client's input, so they are safe to show to
+// a client.
 var (
-	// ErrKeyMissing means the request has no Idempotency-Key header line.
+	// ErrKeyMissing means the request has no key header line.
 	ErrKeyMissing = errors.New("missing Idempotency-Key header")
-	// ErrKeyMultiple means the request has two or more Idempotency-Key
-	// header lines.
+	// ErrKeyMultiple means the request has two or more key header lines.
 	ErrKeyMultiple = errors.New("more than one Idempotency-Key header")
-	// ErrKeyInvalid means the Idempotency-Key header is present once but its
-	// value is not a valid key.
+	// ErrKeyInvalid means the key header is present once but its value is
+	// not a valid key.
 	ErrKeyInvalid = errors.New("malformed Idempotency-Key header")
 )
 
 // ParseKey returns the idempotency key from the one Idempotency-Key line in
+// h, as ParseKeyHeader does for a header of another name.
+func ParseKey(h http.Header) (string, error) {
+	return ParseKeyHeader(h, KeyHeader)
+}
+
+// ParseKeyHeader returns the idempotency key from the one line of the
+// header name (in canonical form, as http.CanonicalHeaderKey gives it) in
 // h: ErrKeyMissing without one, ErrKeyMultiple with several, ErrKeyInvalid
 // for a malformed value. Spaces and tabs around the value are trimmed. The
 // value is either bare (abc-123, as Stripe clients send it: 1..255 bytes of
@@ -35,8 +42,8 @@ var (
 // quotes 0x20..0x7E, with \" and \\ the only escapes and nothing after the
 // closing quote; the unescaped key must be 1..255 bytes. Both forms name
 // the same key. A valid key without escapes is returned without allocating.
-func ParseKey(h http.Header) (string, error) {
-	lines := h[KeyHeader]
+func ParseKeyHeader(h http.Header, name string) (string, error) {
+	lines := h[name]
 	switch {
 	case len(lines) == 0:
 		return "", ErrKeyMissing
