@@ -99,3 +99,85 @@ func testConcurrentTakeoversOneWinner(t *testing.T, s store.Store) {
 		require.Greater(t, owner.Fence, old.Fence, "a takeover gets a higher fencing number")
 	}
 }
+
+// txAttempt is one racer's BeginClaim, or Claim, and its outcome.
+type txAttempt struct {
+	plain bool
+	rec   store.Record
+	tx    *openTx
+	won   bool
+	err   error
+}
+
+// raceTx has racers goroutines, released at once, claim key with distinct
+// fingerprints and tokens, plainRacers of them with Claim and the others
+// with BeginClaim. It requires every claim to return at once without
+// error, exactly one to win, and every loser to see the key in flight. The
+// winner then finishes the key without a response, and a later claim must
+// find it so. It returns the winner's fencing number.
+func raceTx(t *testing.T, s store.TxStore, key string) int64 {
+	t.Helper()
+	attempts := make([]txAttempt, racers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range attempts {
+		a := &attempts[i]
+		a.plain = i < plainRacers
+		fingerprint := fmt.Sprintf("fp-%s-%d", key, i)
+		wg.Go(func() {
+			<-start
+			if a.plain {
+				a.rec, a.won, a.err = s.Claim(t.Context(), key, fingerprint, newToken(), longLease)
+				return
+			}
+			var tx store.Tx
+			_, a.rec, tx, a.err = s.BeginClaim(t.Context(), key, fingerprint, newToken())
+			if tx != nil {
+				// Tracked here, so that cleanup ends it even if the test
+				// stops waiting for the others.
+				a.tx, a.won = track(t, tx, a.rec.Owner), true
+			}
+		})
+	}
+	close(start)
+	atOnce(t, fmt.Sprintf("%d concurrent claims of %q", racers, key), wg.Wait)
+
+	var winner *txAttempt
+	for i := range attempts {
+		a := &attempts[i]
+		require.NoError(t, a.err, "concurrent claim of %q", key)
+		if a.won {
+			require.Nil(t, winner, "two concurrent claims of %q won", key)
+			winner = a
+			continue
+		}
+		require.Equal(t, store.StateInFlight, a.rec.State, "a losing claim of %q", key)
+		require.Empty(t, a.rec.Owner.Token, "a losing claim must not reveal the owner's token")
+	}
+	require.NotNil(t, winner, "no concurrent claim of %q won", key)
+	if winner.plain {
+		complete(t, s, key, winner.rec.Owner, nil)
+	} else {
+		winner.tx.commit(t, nil, retention)
+	}
+	require.Equal(t, store.StateUnreplayable, mustLose(t, s, key, "fp-after").State, "%q after its winner finished", key)
+	return winner.rec.Owner.Fence
+}
+
+// testTxConcurrentClaimsOneWinner: of racers goroutines claiming one key
+// at the same moment, most with BeginClaim and some with Claim, exactly
+// one wins, on each of txRaceRounds new keys and of half as many whose
+// lease has expired, where the winner's fencing number is higher.
+func testTxConcurrentClaimsOneWinner(t *testing.T, s store.TxStore) {
+	expired := make([]store.Lease, txRaceRounds/2)
+	for i := range expired {
+		expired[i] = mustClaim(t, s, fmt.Sprint("expired-", i), "fp-expired", shortLease)
+	}
+	sleepPastShortLease()
+	for round := range txRaceRounds {
+		require.GreaterOrEqual(t, raceTx(t, s, fmt.Sprint("new-", round)), int64(1))
+	}
+	for i, old := range expired {
+		require.Greater(t, raceTx(t, s, fmt.Sprint("expired-", i)), old.Fence, "a takeover gets a higher fencing number")
+	}
+}
