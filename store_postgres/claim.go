@@ -14,7 +14,7 @@ import (
 // claimSQL claims key $1 for fingerprint $2 under token $3 for a lease of
 // $4 microseconds, in one statement and one round trip. The key's advisory
 // lock is the table's OID in the high 32 bits XOR $5, a hash of the key
-// (see keyHash), so every process reaching the table locks the same number
+// (see lockHash), so every process reaching the table locks the same number
 // however it names the table; $6 says whether the lock is taken
 // exclusively (a claim held by a transaction, see TxStore) or shared
 // (Claim).
@@ -168,9 +168,9 @@ func (s *Store) claimOnce(ctx context.Context, db querier, key, fingerprint, tok
 		body          []byte
 		ttl           int64
 	)
-	row := store.HashKey(key)
-	err := db.QueryRow(ctx, s.sql.claim, []byte(row), []byte(fingerprint), []byte(token), lease.Microseconds(),
-		keyHash(row), exclusive).
+	row := rowKey(key)
+	err := db.QueryRow(ctx, s.sql.claim, row, []byte(fingerprint), []byte(token), lease.Microseconds(),
+		lockHash(row), exclusive).
 		Scan(&held, &claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
 	if serializationFailure(err) {
 		return store.Record{}, false, errStaleSnapshot
@@ -201,10 +201,16 @@ func (s *Store) claimOnce(ctx context.Context, db querier, key, fingerprint, tok
 	return rec, claimed, nil
 }
 
-// keyHash is the low part of the advisory lock number of a row's key (a
-// store.HashKey): the first 64 bits of its SHA-256, so that nobody can
-// choose a key whose lock is another key's (see claimSQL).
-func keyHash(key string) int64 {
+// rowKey is the key column's value for key: the 32 bytes whose hex is
+// store.HashKey(key), its SHA-256.
+func rowKey(key string) []byte {
 	sum := sha256.Sum256([]byte(key))
-	return int64(binary.BigEndian.Uint64(sum[:8]))
+	return sum[:]
+}
+
+// lockHash is the low part of the advisory lock number of a row's key (a
+// rowKey): its first 64 bits, so that nobody can choose a key whose lock is
+// another key's (see claimSQL).
+func lockHash(row []byte) int64 {
+	return int64(binary.BigEndian.Uint64(row[:8]))
 }

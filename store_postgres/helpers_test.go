@@ -228,7 +228,7 @@ func (s *TxStore) rows(t *testing.T, key string) int {
 	t.Helper()
 	var n int
 	require.NoError(t, s.pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM `+s.name+` WHERE key = $1`, []byte(store.HashKey(key))).Scan(&n))
+		`SELECT count(*) FROM `+s.name+` WHERE key = $1`, rowKey(key)).Scan(&n))
 	return n
 }
 

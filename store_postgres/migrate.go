@@ -7,30 +7,40 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Migrate creates the store's table and index (schema.sql) if the table
-// does not exist yet, and otherwise changes nothing. It runs in one
-// transaction holding a transaction-scoped advisory lock derived from the
-// table name, so any number of workers may call it at start-up at once:
-// one creates the table, the others wait for it and find it there.
+// Migrate creates the store's table (schema.sql) if it does not exist yet,
+// upgrades a table an earlier version of this package created (upgrade.sql:
+// the key column to 32 bytes, no expiry index), and otherwise changes
+// nothing. It runs in one transaction holding a transaction-scoped advisory
+// lock derived from the table name, so any number of workers may call it at
+// start-up at once: one creates or upgrades the table, rewriting every row
+// in that transaction, and the others wait for it and find it current.
+// Processes running an earlier version fail on an upgraded table (their
+// keys are refused), so stop them before the upgrade.
 //
-// Creating the table needs the CREATE privilege on the schema; when the
-// table already exists, Migrate needs no privilege beyond connecting, so
-// workers running as a less privileged role may call it too. The schema
-// itself must already exist.
+// Creating or upgrading the table needs the CREATE privilege on the schema
+// or the table's ownership; when the table is current, Migrate needs no
+// privilege beyond connecting, so workers running as a less privileged role
+// may call it too. The schema itself must already exist.
 func (s *Store) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
 			"pgstore migrate "+s.name); err != nil {
 			return err
 		}
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.name).Scan(&exists); err != nil {
+		var exists, current bool
+		if err := tx.QueryRow(ctx, `
+SELECT to_regclass($1) IS NOT NULL,
+       EXISTS (SELECT FROM pg_constraint WHERE conrelid = to_regclass($1) AND conname = 'key_is_sha256')`,
+			s.name).Scan(&exists, &current); err != nil {
 			return err
 		}
-		if exists {
-			return nil
+		var err error
+		switch {
+		case !exists:
+			_, err = tx.Exec(ctx, s.sql.schema)
+		case !current:
+			_, err = tx.Exec(ctx, s.sql.upgrade)
 		}
-		_, err := tx.Exec(ctx, s.sql.schema)
 		return err
 	})
 	if err != nil {

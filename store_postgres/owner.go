@@ -90,7 +90,7 @@ func (s *Store) ownerExec(ctx context.Context, op, sql, key string, owner store.
 	if owner.Token == "" {
 		return store.ErrNotOwner
 	}
-	args = append([]any{[]byte(store.HashKey(key)), []byte(owner.Token), owner.Fence}, args...)
+	args = append([]any{rowKey(key), []byte(owner.Token), owner.Fence}, args...)
 	var tag pgconn.CommandTag
 	err := s.retry(ctx, func() (err error) {
 		tag, err = s.db.Exec(ctx, sql, args...)

@@ -131,7 +131,7 @@ func TestTerminatedConnectionsAreRetried(t *testing.T) {
 			s := terminatedPool(t, 4)
 			if name == "complete" {
 				_, err := testPool(t).Exec(ctx, `INSERT INTO `+s.name+` (key, fingerprint, state, token, fence, expires_at)
-VALUES ($1, 'fp', 1, 't', 1, now() + interval '1 minute')`, []byte(store.HashKey("k")))
+VALUES ($1, 'fp', 1, 't', 1, now() + interval '1 minute')`, rowKey("k"))
 				require.NoError(t, err)
 			}
 			require.NoError(t, op(s))

@@ -1,8 +1,14 @@
 -- Idempotency records of the pgstore package: one row per key.
 -- Written for the default table name; pgstore.Migrate applies it with the
 -- table name set by WithTable and WithSchema.
+--
+-- No index but the primary key: completing, renewing and releasing a row
+-- change no indexed column, so PostgreSQL updates it in place on its page
+-- (a HOT update) without touching the index, and the sweeper finds expired
+-- rows by reading the table in ranges of pages.
 CREATE TABLE IF NOT EXISTS idempotency_keys (
-    key         bytea       PRIMARY KEY,
+    -- SHA-256 of the record's key (store.HashKey, undone from hex)
+    key         bytea       PRIMARY KEY CONSTRAINT key_is_sha256 CHECK (octet_length(key) = 32),
     fingerprint bytea       NOT NULL,
     -- 1 in flight, 2 completed, 3 done but not replayable
     state       smallint    NOT NULL CHECK (state IN (1, 2, 3)),
@@ -17,5 +23,3 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     -- end of the lease while in flight, of the retention once done
     expires_at  timestamptz NOT NULL
 );
-
-CREATE INDEX IF NOT EXISTS idempotency_keys_expires_idx ON idempotency_keys (expires_at);

@@ -7,10 +7,10 @@ import (
 )
 
 func TestStatementsUseQuotedNames(t *testing.T) {
-	st := newStatements(`"s"."t"`, `"t_expires_idx"`)
-	for _, sql := range []string{st.schema, st.claim, st.renew, st.complete, st.release, st.deleteExpired} {
+	st := newStatements(`"s"."t"`, `"s"."t_expires_idx"`)
+	for _, sql := range []string{st.schema, st.upgrade, st.claim, st.renew, st.complete, st.release, st.deleteExpired, st.pages} {
 		assert.NotContains(t, sql, DefaultTable)
 		assert.Contains(t, sql, `"s"."t"`)
 	}
-	assert.Contains(t, st.schema, `INDEX IF NOT EXISTS "t_expires_idx" ON "s"."t" (expires_at)`)
+	assert.Contains(t, st.upgrade, `DROP INDEX IF EXISTS "s"."t_expires_idx"`)
 }

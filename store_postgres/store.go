@@ -2,9 +2,9 @@
 // pgx v5 connection pool, so that every process sharing the database shares
 // one record per key.
 //
-// Each record is one row whose key column holds store.HashKey of the
-// record's key (its SHA-256 in hex: one short length for every key, and
-// nothing of the client's key or scope in the table). A claim is a single
+// Each record is one row whose key column holds the 32 bytes of
+// store.HashKey of the record's key (its SHA-256: one short length for
+// every key, and nothing of the client's key or scope in the table). A claim is a single
 // INSERT ... ON CONFLICT DO NOTHING statement that also takes over an
 // expired row and otherwise reads the existing one; complete, renew and
 // release are single UPDATE statements conditioned on the owner's
@@ -77,8 +77,9 @@ type querier interface {
 type Option func(*Store)
 
 // identifier is what WithTable and WithSchema accept: a lower-case unquoted
-// PostgreSQL name. Table names are kept to 50 bytes so that the index name
-// derived from them (table + "_expires_idx") fits PostgreSQL's 63.
+// PostgreSQL name. Table names are kept to 50 bytes so that the name of the
+// expiry index earlier schemas created (table + "_expires_idx") fits
+// PostgreSQL's 63.
 var (
 	tableName  = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,49}$`)
 	schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -130,6 +131,15 @@ func WithLogger(logger *slog.Logger) Option {
 	return func(s *Store) { s.logger = logger }
 }
 
+// qualified is the quoted name of the relation called name in the store's
+// schema, or left to the search_path when WithSchema was not given.
+func (s *Store) qualified(name string) string {
+	if s.schema == "" {
+		return pgx.Identifier{name}.Sanitize()
+	}
+	return pgx.Identifier{s.schema, name}.Sanitize()
+}
+
 // New returns a store that keeps its records in a table reached through
 // pool. It never dials and never touches the database: connections are the
 // pool's business, and the table must exist before first use (see Migrate).
@@ -143,11 +153,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	for _, opt := range opts {
 		opt(s)
 	}
-	table := pgx.Identifier{s.table}
-	if s.schema != "" {
-		table = pgx.Identifier{s.schema, s.table}
-	}
-	s.name = table.Sanitize()
-	s.sql = newStatements(s.name, pgx.Identifier{s.table + "_expires_idx"}.Sanitize())
+	s.name = s.qualified(s.table)
+	s.sql = newStatements(s.name, s.qualified(s.table+"_expires_idx"))
 	return s
 }

@@ -22,7 +22,7 @@ func fill(t *testing.T, s *Store, prefix string, expired, live int) {
 	t.Helper()
 	_, err := s.pool.Exec(context.Background(), `
 INSERT INTO `+s.name+` (key, fingerprint, state, token, fence, status, expires_at)
-SELECT convert_to($1 || '-' || i, 'UTF8'), 'fp', 1 + i % 2, 't', 1,
+SELECT sha256(convert_to($1 || '-' || i, 'UTF8')), 'fp', 1 + i % 2, 't', 1,
        CASE WHEN i % 2 = 1 THEN 200 END,
        now() + CASE WHEN i >= $2 THEN interval '1 hour'
                     WHEN i % 2 = 0 THEN interval '-2 days'
@@ -104,6 +104,21 @@ func TestSweepersShareOneTable(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Empty(t, logs.String(), "no sweeper failed")
+}
+
+// TestSweepReadsEveryPageRange: one sweep round removes a backlog spread
+// over many more pages than one range of the sweep reads, in more rows
+// than one batch, and keeps the live rows among them.
+func TestSweepReadsEveryPageRange(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	fill(t, s, "k", 25*sweepBatch, 100)
+	var pages int64
+	require.NoError(t, s.pool.QueryRow(context.Background(), s.sql.pages).Scan(&pages))
+	require.Greater(t, pages, int64(2*sweepPages), "the rows fill more than two ranges")
+
+	s.sweep(context.Background())
+	assert.Equal(t, 100, count(t, s), "every expired row is removed, every live one kept")
 }
 
 // TestSweepKeepsAbandonedRows: an in-flight row whose lease lapsed, or

@@ -92,7 +92,7 @@ type claimTx struct {
 // returned.
 func (c *claimTx) Commit(ctx context.Context, resp *store.Response, retention time.Duration) error {
 	state, status, header, body := completion(resp)
-	tag, err := c.tx.Exec(ctx, c.s.sql.complete, []byte(store.HashKey(c.key)), []byte(c.owner.Token), c.owner.Fence,
+	tag, err := c.tx.Exec(ctx, c.s.sql.complete, rowKey(c.key), []byte(c.owner.Token), c.owner.Fence,
 		int16(state), status, header, body, retention.Microseconds())
 	if err == nil && tag.RowsAffected() == 0 {
 		// Only the handler, through the transaction, can have changed the
