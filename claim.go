@@ -56,7 +56,7 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 		return true
 	case tx != nil:
 		c.fence = rec.Owner.Fence
-		m.runInTx(w, r.WithContext(withCall(txCtx, c)), c, tx)
+		m.runInTx(w, withCall(r, txCtx, c), c, tx)
 		return true
 	default:
 		return m.answerFromRecord(w, r, c, rec)

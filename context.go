@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"net/http"
 )
 
 // Key is what a handler knows of the key its request runs under, as
@@ -66,7 +67,31 @@ func DoNotRecord(ctx context.Context) bool {
 	return ok
 }
 
-// withCall returns ctx carrying c, the call whose handler is about to run.
-func withCall(ctx context.Context, c *call) context.Context {
-	return context.WithValue(ctx, callKey{}, c)
+// withCall returns the request c's handler gets: a copy of r with context
+// ctx and c in it (FromContext). The context and the copy share one
+// allocation, made only for a request that claimed its key.
+func withCall(r *http.Request, ctx context.Context, c *call) *http.Request {
+	h := &handlerRequest{ctx: callContext{Context: ctx, c: c}}
+	h.req = *r.WithContext(&h.ctx) // inlined: the copy WithContext makes stays on the stack
+	return &h.req
+}
+
+// handlerRequest is a claimed call's request and its context, side by side.
+type handlerRequest struct {
+	ctx callContext
+	req http.Request
+}
+
+// callContext is a context that adds its call, under callKey, to its
+// parent's values, as context.WithValue would in an allocation of its own.
+type callContext struct {
+	context.Context
+	c *call
+}
+
+func (x *callContext) Value(key any) any {
+	if key == (callKey{}) {
+		return x.c
+	}
+	return x.Context.Value(key)
 }

@@ -35,7 +35,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 		rec.ForHead()
 	}
 	c.fence = owner.Fence
-	r = r.WithContext(withCall(r.Context(), c))
+	r = withCall(r, r.Context(), c)
 	lease := &c.lease
 	m.leases.keep(lease, r, c.key, owner, claimedAt)
 	decided := false
