@@ -3,14 +3,24 @@ package redisstore_test
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed43327c4c/idempotency/internal/tcpproxy"
 	"github.com/seed43327c4c/idempotency/store"
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
@@ -106,13 +116,13 @@ func reachable(t testing.TB, client redis.UniversalClient, what string) redis.Un
 	return client
 }
 
-// newStore returns a store on client with a prefix of its own, and deletes
 // recordKey is the Redis key of key's record in a store with prefix: the
 // layout the package documents, which records already stored keep.
 func recordKey(prefix, key string) string {
 	return prefix + "{" + store.HashKey(key) + "}"
 }
 
+// newStore returns a store on client with a prefix of its own, and deletes
 // every key under that prefix when the test ends.
 func newStore(t testing.TB, client redis.UniversalClient, opts ...redisstore.Option) (*redisstore.Store, string) {
 	t.Helper()
@@ -139,4 +149,165 @@ func forEachNode(ctx context.Context, client redis.UniversalClient, fn func(cont
 		return c.ForEachMaster(ctx, fn)
 	}
 	return fn(ctx, client.(*redis.Client))
+}
+
+// commandLog is a go-redis hook that records the name of every command
+// the client sends.
+type commandLog struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (l *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		l.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (l *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		l.add(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+func (l *commandLog) add(cmds ...redis.Cmder) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, cmd := range cmds {
+		l.names = append(l.names, cmd.Name())
+	}
+}
+
+// take returns the names logged since the last take, and forgets them.
+func (l *commandLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := l.names
+	l.names = nil
+	return names
+}
+
+// post sends h a POST of a small JSON body to path with key as its
+// Idempotency-Key, and returns the status h answered.
+func post(h http.Handler, path, key string) int {
+	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"amount":100}`))
+	r.Header.Set("Idempotency-Key", key)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Code
+}
+
+// startProxy starts a tcpproxy to target, closed when the test ends.
+func startProxy(t *testing.T, target string) *tcpproxy.Proxy {
+	t.Helper()
+	proxy, err := tcpproxy.Start(target)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	return proxy
+}
+
+// redisServer is a redis-server the test started, in a process group of
+// its own, listening on a loopback port with neither RDB nor AOF.
+type redisServer struct {
+	port int
+	cmd  *exec.Cmd
+}
+
+// startRedis starts redis-server on port, with conf as the start of its
+// configuration file and the extra arguments args, and waits until it
+// answers; the server is killed when the test ends. It skips the test when
+// REDIS_URL is unset, as every Redis test does.
+func startRedis(t *testing.T, port int, conf string, args ...string) *redisServer {
+	t.Helper()
+	if os.Getenv("REDIS_URL") == "" {
+		t.Skip("REDIS_URL is not set; set it (e.g. redis://127.0.0.1:6379/0) to run the Redis store tests, " +
+			"which then also start redis-server replicas and a Sentinel of their own")
+	}
+	bin, err := exec.LookPath("redis-server")
+	require.NoError(t, err, "REDIS_URL is set, so the replication tests run, and they need redis-server on PATH")
+	dir := t.TempDir()
+	confFile := filepath.Join(dir, "redis.conf")
+	require.NoError(t, os.WriteFile(confFile, []byte(conf), 0o600))
+	logFile, err := os.Create(filepath.Join(dir, "redis.log"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = logFile.Close() })
+	args = append([]string{confFile, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0"}, args...)
+	srv := &redisServer{port: port, cmd: exec.Command(bin, args...)}
+	srv.cmd.Stdout, srv.cmd.Stderr = logFile, logFile
+	srv.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, srv.cmd.Start())
+	t.Cleanup(srv.kill)
+	client := srv.client(t)
+	eventually(t, fmt.Sprintf("redis-server %v answers (log: %s)", args, logFile.Name()), 10*time.Second, func() bool {
+		return client.Ping(t.Context()).Err() == nil
+	})
+	return srv
+}
+
+// kill sends SIGKILL to the server's process group and reaps it; killing
+// it again does nothing.
+func (s *redisServer) kill() {
+	if s.cmd.ProcessState == nil {
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		_ = s.cmd.Wait()
+	}
+}
+
+// client returns a client of the server alone, closed when the test ends.
+func (s *redisServer) client(t *testing.T) *redis.Client {
+	client := redis.NewClient(&redis.Options{Addr: s.addr(), PoolSize: 64, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// replicaOf returns the redis-server arguments that make it a replica of
+// the server at addr (host:port).
+func replicaOf(addr string) []string {
+	host, port, _ := net.SplitHostPort(addr)
+	return []string{"--replicaof", host, port}
+}
+
+// waitForReplica waits until replica has finished its sync with its primary.
+func waitForReplica(t *testing.T, replica *redisServer) {
+	t.Helper()
+	client := replica.client(t)
+	eventually(t, "the replica on "+replica.addr()+" is in sync", 10*time.Second, func() bool {
+		info, err := client.Info(t.Context(), "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+}
+
+// replicatedPrimary starts a primary and a replica of it, and returns a
+// client of the primary.
+func replicatedPrimary(t *testing.T) *redis.Client {
+	t.Helper()
+	primary := startRedis(t, freePort(t), "")
+	waitForReplica(t, startRedis(t, freePort(t), "", replicaOf(primary.addr())...))
+	return primary.client(t)
+}
+
+// freePort returns a loopback port that nothing listened on a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// eventually polls cond until it holds, failing the test after within.
+func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for: %s", within, what)
+		}
+	}
 }

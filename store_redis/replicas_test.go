@@ -2,18 +2,15 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/internal/tcpproxy"
 	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/storetest"
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
@@ -70,19 +68,12 @@ func TestReplicaAcksRoundTrips(t *testing.T) {
 	handler := idempotency.New(idempotency.WithStore(s))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 	}))
-	post := func(key string) int {
-		r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
-		r.Header.Set("Idempotency-Key", key)
-		w := httptest.NewRecorder()
-		handler.ServeHTTP(w, r)
-		return w.Code
-	}
-	require.Equal(t, http.StatusCreated, post("warm-up")) // loads the scripts
+	require.Equal(t, http.StatusCreated, post(handler, "/payments", "warm-up")) // loads the scripts
 	log.take()
 
-	require.Equal(t, http.StatusCreated, post("first"))
+	require.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
 	assert.Equal(t, []string{"evalsha", "wait", "evalsha", "wait"}, log.take(), "claim, complete")
-	require.Equal(t, http.StatusCreated, post("first"))
+	require.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
 	assert.Equal(t, []string{"evalsha", "wait"}, log.take(), "a replay: claim")
 }
 
@@ -171,97 +162,227 @@ func waitCalls(t *testing.T, client redis.UniversalClient) map[string]int {
 	return calls
 }
 
-// redisServer is a redis-server the test started, in a process group of
-// its own, listening on a loopback port with neither RDB nor AOF.
-type redisServer struct {
-	port int
-	cmd  *exec.Cmd
-}
+// The failover rig: a primary, a replica that replicates through a link the
+// test can cut, and one Sentinel that fails over a second or two after the
+// primary dies.
+const (
+	failoverMaster = "failover"
+	// failoverLease is the middleware's lease: it outlasts a failover, so
+	// that a Complete sent again reaches the promoted replica before a
+	// duplicate may take over a key whose completion was lost.
+	failoverLease = 5 * time.Second
+	// failoverAcks is how long a write waits for its replica, and for how
+	// long a Complete is sent again: it covers the failover too.
+	failoverAcks = 4 * time.Second
+)
 
-// startRedis starts redis-server on port, with conf as the start of its
-// configuration file and the extra arguments args, and waits until it
-// answers; the server is killed when the test ends. It skips the test when
-// REDIS_URL is unset, as every Redis test does.
-func startRedis(t *testing.T, port int, conf string, args ...string) *redisServer {
-	t.Helper()
-	if os.Getenv("REDIS_URL") == "" {
-		t.Skip("REDIS_URL is not set; set it (e.g. redis://127.0.0.1:6379/0) to run the Redis store tests, " +
-			"which then also start redis-server replicas and a Sentinel of their own")
+// TestFailoverKeepsEveryRecord: a duplicate storm runs through the
+// middleware while the primary's replication link is cut, the primary is
+// killed with SIGKILL, and Sentinel promotes the replica, which lacks what
+// the primary wrote after the cut; then every key gets one more duplicate.
+// With WithReplicaAcks(1, ...) no key's handler runs twice: a claim the
+// replica never acknowledged gets 503 and never runs, and a completion it
+// never acknowledged is sent again to the promoted replica. Without the
+// option, the count of keys run twice is only logged: the loss is likely,
+// not certain.
+func TestFailoverKeepsEveryRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []redisstore.Option
+	}{
+		{"with replica acks", []redisstore.Option{redisstore.WithReplicaAcks(1, failoverAcks)}},
+		{"without replica acks", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := startFailoverRig(t)
+			storm := newDuplicateStorm(t, redisstore.New(rig.client, tc.opts...))
+			storm.start(300, 3, 5*time.Millisecond)
+			time.Sleep(600 * time.Millisecond) // the storm is under way
+			rig.failOver(t, 400*time.Millisecond)
+			storm.wait()
+			storm.start(300, 1, 0) // a late duplicate of every key
+			storm.wait()
+
+			twice := storm.keysRunTwice()
+			t.Logf("%d of %d keys ran twice; store errors: %v", len(twice), 300, storm.errorCounts())
+			require.Len(t, storm.executions, 300, "every key ran")
+			if tc.opts != nil {
+				assert.Empty(t, twice, "keys whose handler ran twice")
+			}
+		})
 	}
-	bin, err := exec.LookPath("redis-server")
-	require.NoError(t, err, "REDIS_URL is set, so the replication tests run, and they need redis-server on PATH")
-	dir := t.TempDir()
-	confFile := filepath.Join(dir, "redis.conf")
-	require.NoError(t, os.WriteFile(confFile, []byte(conf), 0o600))
-	logFile, err := os.Create(filepath.Join(dir, "redis.log"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = logFile.Close() })
-	args = append([]string{confFile, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0"}, args...)
-	srv := &redisServer{port: port, cmd: exec.Command(bin, args...)}
-	srv.cmd.Stdout, srv.cmd.Stderr = logFile, logFile
-	srv.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, srv.cmd.Start())
-	t.Cleanup(srv.kill)
-	client := srv.client(t)
-	eventually(t, fmt.Sprintf("redis-server %v answers (log: %s)", args, logFile.Name()), 10*time.Second, func() bool {
-		return client.Ping(t.Context()).Err() == nil
-	})
-	return srv
 }
 
-// kill sends SIGKILL to the server's process group and reaps it; killing
-// it again does nothing.
-func (s *redisServer) kill() {
-	if s.cmd.ProcessState == nil {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		_ = s.cmd.Wait()
+// failoverRig is a primary, its replica and a Sentinel watching them, and
+// a Sentinel client of whichever is the primary.
+type failoverRig struct {
+	primary, replica, sentinel *redisServer
+	link                       *tcpproxy.Proxy
+	client                     *redis.Client
+}
+
+// startFailoverRig starts a primary, a replica of it that replicates
+// through a tcpproxy (the link), and a Sentinel, and waits until the Sentinel knows the
+// replica.
+func startFailoverRig(t *testing.T) *failoverRig {
+	t.Helper()
+	rig := &failoverRig{primary: startRedis(t, freePort(t), "")}
+	rig.link = startProxy(t, rig.primary.addr())
+	rig.replica = startRedis(t, freePort(t), "", replicaOf(rig.link.Addr())...)
+	waitForReplica(t, rig.replica)
+	// A long failover-timeout: Sentinel would otherwise soon "fix" the
+	// replica to replicate from the primary directly, not through the link.
+	rig.sentinel = startRedis(t, freePort(t), fmt.Sprintf(`sentinel monitor %[1]s 127.0.0.1 %[2]d 1
+sentinel down-after-milliseconds %[1]s 500
+sentinel failover-timeout %[1]s 60000
+`, failoverMaster, rig.primary.port), "--sentinel")
+	sentinel := redis.NewSentinelClient(&redis.Options{Addr: rig.sentinel.addr()})
+	t.Cleanup(func() { _ = sentinel.Close() })
+	eventually(t, "the Sentinel knows the replica", 10*time.Second, func() bool {
+		replicas, err := sentinel.Replicas(t.Context(), failoverMaster).Result()
+		return err == nil && len(replicas) == 1 && !strings.Contains(replicas[0]["flags"], "disconnected")
+	})
+	rig.client = redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    failoverMaster,
+		SentinelAddrs: []string{rig.sentinel.addr()},
+		PoolSize:      256,
+		ReadTimeout:   failoverAcks + 2*time.Second,
+	})
+	t.Cleanup(func() { _ = rig.client.Close() })
+	return rig
+}
+
+// failOver partitions the replication link and lets the primary take, for
+// unreplicated, writes the replica never sees; then it kills the primary with SIGKILL,
+// waits for the Sentinel to promote the replica, and starts the old
+// primary's port again as a replica of the new primary (empty: its data
+// died with it), so that writes can be acknowledged again.
+func (rig *failoverRig) failOver(t *testing.T, unreplicated time.Duration) {
+	t.Helper()
+	rig.link.Partition()
+	time.Sleep(unreplicated)
+	rig.primary.kill()
+	require.NoError(t, rig.link.Close(), "closing the link drops what it held")
+	sentinel := redis.NewSentinelClient(&redis.Options{Addr: rig.sentinel.addr()})
+	t.Cleanup(func() { _ = sentinel.Close() })
+	eventually(t, "the Sentinel promotes the replica", 20*time.Second, func() bool {
+		addr, err := sentinel.GetMasterAddrByName(t.Context(), failoverMaster).Result()
+		return err == nil && len(addr) == 2 && addr[1] == strconv.Itoa(rig.replica.port)
+	})
+	waitForReplica(t, startRedis(t, rig.primary.port, "", replicaOf(rig.replica.addr())...))
+}
+
+// duplicateStorm sends duplicates of many keys to a server whose handler
+// counts its runs per key, each duplicate sent again on 503 or 409 until
+// it gets its answer.
+type duplicateStorm struct {
+	t          *testing.T
+	server     *httptest.Server
+	client     *http.Client
+	running    sync.WaitGroup
+	mu         sync.Mutex
+	executions map[string]int
+	errors     map[string]int
+}
+
+func newDuplicateStorm(t *testing.T, s *redisstore.Store) *duplicateStorm {
+	storm := &duplicateStorm{
+		t:          t,
+		client:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}, Timeout: 30 * time.Second},
+		executions: map[string]int{},
+		errors:     map[string]int{},
 	}
+	mw := idempotency.New(idempotency.WithStore(s), idempotency.WithLease(failoverLease),
+		idempotency.WithRetryAfter(time.Second), idempotency.WithErrorHandler(storm.storeFailed))
+	storm.server = httptest.NewServer(mw(http.HandlerFunc(storm.handle)))
+	t.Cleanup(storm.server.Close)
+	t.Cleanup(storm.client.CloseIdleConnections)
+	return storm
 }
 
-// client returns a client of the server alone, closed when the test ends.
-func (s *redisServer) client(t *testing.T) *redis.Client {
-	client := redis.NewClient(&redis.Options{Addr: s.addr(), PoolSize: 64, MaxRetries: -1})
-	t.Cleanup(func() { _ = client.Close() })
-	return client
+// handle is the protected handler: it counts a run of the request's key.
+func (s *duplicateStorm) handle(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	s.mu.Lock()
+	s.executions[key]++
+	run := s.executions[key]
+	s.mu.Unlock()
+	time.Sleep(20 * time.Millisecond) // a payment takes a moment
+	w.WriteHeader(http.StatusCreated)
+	_, _ = fmt.Fprintf(w, "%s run %d", key, run)
 }
 
-func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+// storeFailed counts the middleware's store errors by kind.
+func (s *duplicateStorm) storeFailed(r *http.Request, err error) {
+	kind := "other"
+	if errors.Is(err, redisstore.ErrNotReplicated) {
+		kind = "not replicated"
+	}
+	op, _, _ := strings.Cut(strings.TrimPrefix(err.Error(), "idempotency: "), ":")
+	s.mu.Lock()
+	s.errors[op+" "+kind]++
+	s.mu.Unlock()
+}
 
-// waitForReplica waits until replica has finished its sync with its primary.
-func waitForReplica(t *testing.T, replica *redisServer) {
-	t.Helper()
-	client := replica.client(t)
-	eventually(t, "the replica on "+replica.addr()+" is in sync", 10*time.Second, func() bool {
-		info, err := client.Info(t.Context(), "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
+// start begins to send dups duplicates of each of keys keys, a key every
+// spacing, and returns at once.
+func (s *duplicateStorm) start(keys, dups int, spacing time.Duration) {
+	s.running.Go(func() {
+		for i := range keys {
+			key := "key-" + strconv.Itoa(i)
+			for range dups {
+				s.running.Go(func() { s.answer(key) })
+			}
+			time.Sleep(spacing)
+		}
 	})
 }
 
-// replicatedPrimary starts a primary and a replica of it, and returns a
-// client of the primary.
-func replicatedPrimary(t *testing.T) *redis.Client {
-	t.Helper()
-	primary := startRedis(t, freePort(t), "")
-	waitForReplica(t, startRedis(t, freePort(t), "", "--replicaof", "127.0.0.1", strconv.Itoa(primary.port)))
-	return primary.client(t)
-}
+func (s *duplicateStorm) wait() { s.running.Wait() }
 
-// freePort returns a loopback port that nothing listened on a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// eventually polls cond until it holds, failing the test after within.
-func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for: %s", within, what)
+// answer sends key until it gets a 2xx, sending it again after a 503,
+// 409 or transport error.
+func (s *duplicateStorm) answer(key string) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(25 * time.Millisecond) {
+		req, err := http.NewRequest(http.MethodPost, s.server.URL+"/payments", strings.NewReader(`{"amount":100}`))
+		if err != nil {
+			s.t.Error(err)
+			return
+		}
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := s.client.Do(req)
+		if err != nil {
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusServiceUnavailable, resp.StatusCode == http.StatusConflict:
+		case resp.StatusCode/100 == 2:
+			return
+		default:
+			s.t.Errorf("key %s: unexpected status %d", key, resp.StatusCode)
+			return
 		}
 	}
+	s.t.Errorf("key %s got no answer in 30 s", key)
+}
+
+// keysRunTwice returns the keys whose handler ran more than once.
+func (s *duplicateStorm) keysRunTwice() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var twice []string
+	for key, n := range s.executions {
+		if n > 1 {
+			twice = append(twice, key)
+		}
+	}
+	return twice
+}
+
+func (s *duplicateStorm) errorCounts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.errors
 }

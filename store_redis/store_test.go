@@ -1,11 +1,17 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"io"
 	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +19,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/internal/tcpproxy"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
 
@@ -233,4 +242,196 @@ func TestLongestAbandonedRetention(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, claimed, "a second claim won while the first one's lease runs")
 	})
+}
+
+// TestConformance runs the shared store suite against standalone Redis and
+// against a Redis Cluster.
+func TestConformance(t *testing.T) {
+	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
+		storetest.Run(t, func(t *testing.T) store.Store {
+			s, _ := newStore(t, client)
+			return s
+		})
+	})
+}
+
+// lossyConn is a connection to the real Redis that loses the reply to the
+// first script call (EVALSHA) written once armed: the call reaches the
+// server and runs, then the connection drops, as a network blip or a
+// proxy's idle kill would do. go-redis then sends the call again on a new
+// connection, as it does by default (MaxRetries 3).
+type lossyConn struct {
+	net.Conn
+	armed   *atomic.Bool
+	dropped bool
+}
+
+func (c *lossyConn) Write(b []byte) (int, error) {
+	if bytes.Contains(bytes.ToLower(b), []byte("evalsha")) && c.armed.CompareAndSwap(true, false) {
+		c.dropped = true
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *lossyConn) Read(b []byte) (int, error) {
+	if c.dropped {
+		time.Sleep(200 * time.Millisecond) // the script runs on the server meanwhile
+		_ = c.Conn.Close()
+		return 0, io.EOF
+	}
+	return c.Conn.Read(b)
+}
+
+// lossyClient returns a client for REDIS_URL whose connections lose one
+// reply after armed is set; it skips the test when REDIS_URL is unset.
+func lossyClient(t *testing.T, armed *atomic.Bool) redis.UniversalClient {
+	t.Helper()
+	return standaloneWith(t, func(opts *redis.Options) {
+		opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := new(net.Dialer).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &lossyConn{Conn: conn, armed: armed}, nil
+		}
+	})
+}
+
+// TestClaimSentAgainAfterALostReply: when the reply to a winning Claim is
+// lost and go-redis sends the call again, the second run finds the key in
+// flight under the caller's own token and reports it claimed, with the
+// same fencing number: the request runs, instead of being told the key is
+// in flight and leaving it locked for a whole lease with nobody running.
+func TestClaimSentAgainAfterALostReply(t *testing.T) {
+	armed := new(atomic.Bool)
+	s, _ := newStore(t, lossyClient(t, armed))
+	ctx := t.Context()
+	_, _, err := s.Claim(ctx, "warm-up", "fp", "token-0", time.Minute) // loads the script
+	require.NoError(t, err)
+
+	armed.Store(true)
+	rec, claimed, err := s.Claim(ctx, "pay", "fp", "token-1", time.Minute)
+	require.NoError(t, err)
+	require.False(t, armed.Load(), "the reply was lost")
+	require.True(t, claimed, "the caller's own claim, sent again: %+v", rec)
+	require.Equal(t, "token-1", rec.Owner.Token)
+	require.EqualValues(t, 1, rec.Owner.Fence)
+	require.NoError(t, s.Complete(ctx, "pay", rec.Owner, nil, time.Minute), "the caller holds the key")
+
+	_, claimed, err = s.Claim(ctx, "pay", "fp", "token-2", time.Minute)
+	require.NoError(t, err)
+	require.False(t, claimed, "another request's claim still finds the key taken")
+}
+
+// partitionable returns a store whose client reaches REDIS_URL through a
+// proxy, and the proxy. The client heeds context deadlines
+// (ContextTimeoutEnabled, which WithRecordTimeout needs), and its own read
+// and write timeouts are far longer than a test waits, so only a deadline
+// can end a call on a partitioned connection. The store's keys are deleted
+// through a direct client when the test ends, after the proxy has closed.
+func partitionable(t *testing.T) (*redisstore.Store, *tcpproxy.Proxy) {
+	t.Helper()
+	_, prefix := newStore(t, standalone(t))
+	var proxy *tcpproxy.Proxy
+	client := standaloneWith(t, func(opts *redis.Options) {
+		proxy = startProxy(t, opts.Addr)
+		opts.Addr = proxy.Addr()
+		opts.ContextTimeoutEnabled = true
+		opts.ReadTimeout, opts.WriteTimeout = time.Minute, time.Minute
+	})
+	return redisstore.New(client, redisstore.WithPrefix(prefix)), proxy
+}
+
+// TestRecordTimeoutOnAPartition: when Redis stops answering after the
+// claim (the handler partitions the proxy, then answers), the call that
+// records the outcome, Complete for a 201 and Release for a 500, gives up
+// at the record timeout: the request returns instead of waiting on the
+// silent connection, and the error handler is told of the deadline.
+func TestRecordTimeoutOnAPartition(t *testing.T) {
+	const recordTimeout = 300 * time.Millisecond
+	for _, tc := range []struct {
+		call   string
+		status int
+	}{
+		{"complete", http.StatusCreated},
+		{"release", http.StatusInternalServerError},
+	} {
+		t.Run(tc.call, func(t *testing.T) {
+			t.Parallel()
+			s, proxy := partitionable(t)
+			errs := make(chan error, 10)
+			h := idempotency.New(
+				idempotency.WithStore(s),
+				idempotency.WithRecordTimeout(recordTimeout),
+				idempotency.WithErrorHandler(func(_ *http.Request, err error) { errs <- err }),
+			)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				proxy.Partition()
+				w.WriteHeader(tc.status)
+			}))
+
+			require.Equal(t, tc.status, serveWithin(t, 10*recordTimeout, h))
+			require.Len(t, errs, 1, "one error reported")
+			err := <-errs
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.True(t, strings.HasPrefix(err.Error(), "idempotency: "+tc.call+": "), "reported: %v", err)
+		})
+	}
+}
+
+// serveWithin sends a POST with a key through h and returns the status
+// the client got, failing the test if the request has not returned within
+// bound.
+func serveWithin(t *testing.T, bound time.Duration, h http.Handler) int {
+	t.Helper()
+	done := make(chan int, 1)
+	go func() { done <- post(h, "/payments", "k") }()
+	select {
+	case status := <-done:
+		return status
+	case <-time.After(bound):
+		require.FailNow(t, "pinned", "the request has not returned %v after it was sent", bound)
+		return 0
+	}
+}
+
+// benchGoroutines is how many goroutines share the store in
+// BenchmarkClaimComplete; .ci/bench-redis gives redis-benchmark as many
+// clients.
+const benchGoroutines = 32
+
+// BenchmarkClaimComplete measures what a first request costs the store:
+// a Claim of a fresh key and a Complete with a small JSON response, from
+// 32 goroutines sharing one store on REDIS_URL. It reports pairs/s; each
+// pair is two EVALSHA commands. .ci/bench-redis sets it beside
+// redis-benchmark running the claim script on the same server.
+func BenchmarkClaimComplete(b *testing.B) {
+	s, _ := newStore(b, standalone(b), redisstore.WithAbandonedRetention(time.Minute))
+	resp := &store.Response{
+		Status: http.StatusCreated,
+		Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/pay_123"}},
+		Body:   []byte(`{"id":"pay_123","amount":1000,"currency":"eur","status":"succeeded"}`),
+	}
+	ctx := b.Context()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range benchGoroutines {
+		wg.Go(func() {
+			token := rand.Text()
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				key := strconv.FormatInt(i, 10)
+				rec, claimed, err := s.Claim(ctx, key, "fp", token, time.Minute)
+				if err != nil || !claimed {
+					b.Errorf("Claim(%q) = claimed %v, %v", key, claimed, err)
+					return
+				}
+				if err := s.Complete(ctx, key, rec.Owner, resp, time.Minute); err != nil {
+					b.Errorf("Complete(%q) = %v", key, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 }
