@@ -73,6 +73,7 @@ func TestExamplePostgresConnectionsTerminated(t *testing.T) {
 		req, err := http.NewRequest(http.MethodPost, p.URL+"/payments", strings.NewReader(faultBody(k)))
 		require.NoError(t, err)
 		req.Header.Set("Idempotency-Key", faultKey("out", k))
+		asCaller(req, testAccount)
 		resp, err := client.Do(req)
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -107,10 +108,14 @@ func TestExamplePostgresPlainWorkerKilled(t *testing.T) {
 	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
 	require.Eventually(t, func() bool { return db.count(t, "payments", "") == 1 }, 30*time.Second, 20*time.Millisecond,
 		"the first request's handler recorded its payment")
+	waitProviderKeys(t, p, 1)
 	killed := killHolder(t, p, first, holder)
 
 	retryKilled(t, p, killed)
 	assert.Equal(t, 2, db.count(t, "payments", ""), "the killed run's payment and exactly one more")
+	keys := waitProviderKeys(t, p, 2)
+	assert.Len(t, keys, 2)
+	assert.Equal(t, keys[0], keys[1], "the run that took the key over sends the provider the killed run's key")
 	assert.Equal(t, 1, db.count(t, "idempotency_keys", "state = 2"))
 	p.waitWorkers(2)
 }
@@ -132,6 +137,7 @@ func TestExamplePostgresTxWorkerKilled(t *testing.T) {
 	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
 	require.Eventually(t, func() bool { return db.paymentsInserting(t) == 1 }, 30*time.Second, 20*time.Millisecond,
 		"the first request's handler inserted its payment in an open transaction")
+	waitProviderKeys(t, p, 1)
 	assert.Zero(t, db.count(t, "payments", ""), "the payment is not visible before the commit")
 	assert.Zero(t, db.count(t, "idempotency_keys", ""), "nor is the claim")
 
@@ -143,6 +149,9 @@ func TestExamplePostgresTxWorkerKilled(t *testing.T) {
 
 	retryKilled(t, p, killed)
 	assert.Equal(t, 1, db.count(t, "payments", ""), "exactly one payment: the retry's")
+	keys := waitProviderKeys(t, p, 2)
+	assert.Len(t, keys, 2)
+	assert.Equal(t, keys[0], keys[1], "the retry sends the provider the killed run's key")
 	assert.Equal(t, 1, db.count(t, "idempotency_keys", "state = 2"))
 	p.waitWorkers(2)
 }

@@ -29,6 +29,8 @@ func (a *api) sendEmail(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, emailReceipt{Status: "sent", To: req.To, Subject: req.Subject})
 }
 
+func (emailRequest) problemType() string { return problemInvalidEmail }
+
 func (emailRequest) usage() string {
 	return `the body must be a JSON object {"to": string, "subject": string}`
 }

@@ -81,6 +81,18 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
+// testAccount is the API key, and so the account, every test request is
+// sent with unless it says otherwise.
+const testAccount = "sk_test_alice"
+
+// asCaller sends req with key as its API key, the username of HTTP Basic
+// auth, as the example's clients do; no key sends no credentials.
+func asCaller(req *http.Request, key string) {
+	if key != "" {
+		req.SetBasicAuth(key, "")
+	}
+}
+
 // testAPI serves the example's router, with the middleware's default
 // in-memory store, on an httptest server.
 type testAPI struct {
@@ -106,8 +118,15 @@ type answer struct {
 	body   string
 }
 
-// post sends body to path with the Idempotency-Key key, if not empty.
+// post sends body to path with the Idempotency-Key key, if not empty, as
+// testAccount.
 func (ta *testAPI) post(t *testing.T, path, key, body string) answer {
+	t.Helper()
+	return ta.postAs(t, testAccount, path, key, body)
+}
+
+// postAs is post as the caller with API key account ("": no credentials).
+func (ta *testAPI) postAs(t *testing.T, account, path, key, body string) answer {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, ta.url+path, strings.NewReader(body))
 	require.NoError(t, err)
@@ -115,13 +134,22 @@ func (ta *testAPI) post(t *testing.T, path, key, body string) answer {
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
+	asCaller(req, account)
 	return do(t, req)
 }
 
+// get gets path as testAccount.
 func (ta *testAPI) get(t *testing.T, path string) answer {
+	t.Helper()
+	return ta.getAs(t, testAccount, path)
+}
+
+// getAs is get as the caller with API key account ("": no credentials).
+func (ta *testAPI) getAs(t *testing.T, account, path string) answer {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, ta.url+path, nil)
 	require.NoError(t, err)
+	asCaller(req, account)
 	return do(t, req)
 }
 
@@ -137,7 +165,7 @@ func do(t *testing.T, req *http.Request) answer {
 
 func (ta *testAPI) ledgerLen(t *testing.T) int {
 	t.Helper()
-	payments, err := ta.led.List(context.Background(), "")
+	payments, err := ta.led.List(context.Background(), testAccount)
 	require.NoError(t, err)
 	return len(payments)
 }
@@ -278,6 +306,7 @@ func postUntilDone(client *http.Client, baseURL, key, body string) (stormRespons
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", key)
+		asCaller(req, testAccount)
 		resp, err := client.Do(req)
 		if err != nil {
 			return stormResponse{}, conflicts, err
@@ -310,14 +339,36 @@ func postUntilDone(client *http.Client, baseURL, key, body string) (stormRespons
 	}
 }
 
-// listPayments returns GET /payments.
+// listPayments returns GET /payments, testAccount's payments.
 func listPayments(t testing.TB, client *http.Client, baseURL string) []payment {
 	t.Helper()
-	resp, err := client.Get(baseURL + "/payments")
+	req, err := http.NewRequest(http.MethodGet, baseURL+"/payments", nil)
+	require.NoError(t, err)
+	asCaller(req, testAccount)
+	resp, err := client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var payments []payment
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&payments))
 	return payments
+}
+
+// providerKeys returns the provider_key of every "payment made" line of
+// log, in order.
+func providerKeys(log string) []string {
+	var keys []string
+	for _, m := range regexp.MustCompile(`msg="payment made".* provider_key=(\S+)`).FindAllStringSubmatch(log, -1) {
+		keys = append(keys, m[1])
+	}
+	return keys
+}
+
+// waitProviderKeys waits until the example's log holds n "payment made"
+// lines, and returns their provider keys.
+func waitProviderKeys(t *testing.T, p *exampleProc, n int) []string {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(providerKeys(p.Log())) >= n }, 30*time.Second, 10*time.Millisecond,
+		"%d payments logged", n)
+	return providerKeys(p.Log())
 }

@@ -143,7 +143,9 @@ func (p *exampleProc) waitWorkers(n int) {
 		default:
 		}
 		if len(p.Pids()) >= n {
-			resp, err := client.Get(p.URL + "/payments")
+			req, _ := http.NewRequest(http.MethodGet, p.URL+"/payments", nil)
+			asCaller(req, testAccount)
+			resp, err := client.Do(req)
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
@@ -257,6 +259,7 @@ func postTracked(t *testing.T, p *exampleProc, key, body string) (<-chan error, 
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	asCaller(req, testAccount)
 	done := make(chan error, 1)
 	go func() {
 		resp, err := client.Do(req)

@@ -2,11 +2,13 @@ package main
 
 import (
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/seed43327c4c/idempotency"
 	"github.com/seed43327c4c/idempotency/httpx"
 )
 
@@ -22,15 +24,27 @@ type paymentRequest struct {
 	Currency string `json:"currency"`
 }
 
-// createPayment records a payment, waits a.delay (a slow receipt call, say),
-// then answers 201 with the payment and its Location. Run twice, it would
-// charge twice: the idempotency middleware in front of it makes sure it
-// runs once per key.
+// createPayment records a payment for the caller's account, logs it with
+// the key its charge would send the payment provider, waits a.delay (a slow
+// receipt call, say), then answers 201 with the payment and its Location.
+// Run twice, it would charge twice: the idempotency middleware in front of
+// it makes sure it runs once per key, and the provider key, derived from
+// the request's idempotency key, is the same for a retry that runs it again
+// after a crash, so the provider would charge once even then. A body that
+// fails validation is refused before anything happens and not recorded
+// (see readRequest): the client may correct it and use the same key.
 func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 	var req paymentRequest
 	if !readRequest(w, r, &req) {
 		return
 	}
+	key, ok := idempotency.FromContext(r.Context())
+	if !ok { // the middleware in front requires a key; without one, no charge
+		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusInternalServerError,
+			Detail: "the payment is not protected by an Idempotency-Key"})
+		return
+	}
+	providerKey := key.Derive("charge")
 	p, err := a.ledger.Create(r.Context(), account(r), req.Amount, strings.ToUpper(req.Currency))
 	if err != nil {
 		a.log.Error("recording a payment failed", "err", err)
@@ -38,6 +52,8 @@ func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 			Detail: "the payment could not be recorded; retry with the same Idempotency-Key"})
 		return
 	}
+	a.log.Info("payment made", "id", p.ID, "amount", p.Amount, "currency", p.Currency,
+		"provider_key", providerKey, "fence", key.Fence, "pid", os.Getpid())
 	// The delay ignores the request's context on purpose: the payment is
 	// recorded, so the handler must answer 201, which the middleware
 	// records for the retry to replay. Giving up with nothing written
@@ -95,6 +111,8 @@ func isCurrency(s string) bool {
 	}
 	return true
 }
+
+func (paymentRequest) problemType() string { return problemInvalidPayment }
 
 func (paymentRequest) usage() string {
 	return `the body must be a JSON object {"amount": int, "currency": string}`

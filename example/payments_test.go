@@ -143,6 +143,7 @@ func TestPaymentBadInput(t *testing.T) {
 			assert.Equal(t, http.StatusBadRequest, got.status)
 			assert.Equal(t, "application/problem+json", got.header.Get("Content-Type"))
 			assert.Contains(t, got.body, `"status":400`)
+			assert.Contains(t, got.body, problemInvalidPayment)
 			assert.NotContains(t, got.body, idempotency.ProblemKeyInvalid, "the key was refused, not the body")
 		})
 	}
@@ -157,4 +158,88 @@ func TestPaymentsListAndGet(t *testing.T) {
 	missing := ta.get(t, "/payments/pay_0000000000000000")
 	assert.Equal(t, http.StatusNotFound, missing.status)
 	assert.Equal(t, "application/problem+json", missing.header.Get("Content-Type"))
+}
+
+// TestPaymentNeedsAnAccount: a request without an API key gets 401 asking
+// for Basic credentials, reads included, and pays nothing.
+func TestPaymentNeedsAnAccount(t *testing.T) {
+	ta := newTestAPI(t, &memoryLedger{})
+	for name, got := range map[string]answer{
+		"POST /payments":     ta.postAs(t, "", "/payments", "pay-1", `{"amount": 500, "currency": "USD"}`),
+		"GET /payments":      ta.getAs(t, "", "/payments"),
+		"GET /payments/{id}": ta.getAs(t, "", "/payments/pay_0000000000000000"),
+		"POST /emails":       ta.postAs(t, "", "/emails", "mail-1", `{"to": "ada@example.com", "subject": "Hi"}`),
+	} {
+		assert.Equal(t, http.StatusUnauthorized, got.status, name)
+		assert.Equal(t, `Basic realm="payments"`, got.header.Get("WWW-Authenticate"), name)
+		assert.Equal(t, "application/problem+json", got.header.Get("Content-Type"), name)
+	}
+	assert.Equal(t, 0, ta.ledgerLen(t))
+	assert.NotContains(t, ta.logs.String(), "email sent")
+}
+
+// TestPaymentsOfTwoAccounts: the same Idempotency-Key from two accounts
+// makes two payments, and each account sees its own only.
+func TestPaymentsOfTwoAccounts(t *testing.T) {
+	led := &memoryLedger{}
+	ta := newTestAPI(t, led)
+	body := `{"amount": 500, "currency": "USD"}`
+	alice := ta.postAs(t, "sk_test_alice", "/payments", "order-1", body)
+	bob := ta.postAs(t, "sk_test_bob", "/payments", "order-1", body)
+	for name, got := range map[string]answer{"alice": alice, "bob": bob} {
+		require.Equal(t, http.StatusCreated, got.status, "%s: %s", name, got.body)
+		assert.Empty(t, got.header.Get("Idempotent-Replayed"), "%s ran, not replayed", name)
+	}
+	assert.NotEqual(t, alice.body, bob.body)
+
+	assert.JSONEq(t, "["+alice.body+"]", ta.getAs(t, "sk_test_alice", "/payments").body)
+	assert.JSONEq(t, "["+bob.body+"]", ta.getAs(t, "sk_test_bob", "/payments").body)
+	assert.Equal(t, http.StatusNotFound, ta.getAs(t, "sk_test_bob", alice.header.Get("Location")).status,
+		"bob cannot see alice's payment")
+	assert.Equal(t, http.StatusOK, ta.getAs(t, "sk_test_alice", alice.header.Get("Location")).status)
+	assert.Equal(t, 2, strings.Count(ta.logs.String(), `msg="payment made"`))
+}
+
+// TestInvalidPaymentIsNotRecorded: a body that fails validation gets 400
+// invalid-payment and its key is released, so the corrected body under the
+// same key makes the payment (201), and is then replayed.
+func TestInvalidPaymentIsNotRecorded(t *testing.T) {
+	for name, invalid := range map[string]string{
+		"missing currency":    `{"amount": 500}`,
+		"amount not positive": `{"amount": -5, "currency": "EUR"}`,
+		"amount fraction":     `{"amount": 2.5, "currency": "EUR"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			ta := newTestAPI(t, &memoryLedger{})
+			refused := ta.post(t, "/payments", "order-7", invalid)
+			require.Equal(t, http.StatusBadRequest, refused.status)
+			assert.Contains(t, refused.body, problemInvalidPayment)
+
+			corrected := ta.post(t, "/payments", "order-7", `{"amount": 500, "currency": "EUR"}`)
+			require.Equal(t, http.StatusCreated, corrected.status, corrected.body)
+			assert.Empty(t, corrected.header.Get("Idempotent-Replayed"))
+			again := ta.post(t, "/payments", "order-7", `{"amount": 500, "currency": "EUR"}`)
+			assert.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+			assert.Equal(t, corrected.body, again.body)
+			assert.Equal(t, 1, ta.ledgerLen(t))
+		})
+	}
+}
+
+// TestPaymentLogsItsProviderKey: the handler logs the key its charge sends
+// the payment provider, derived from the request's idempotency key: 43
+// URL-safe characters, another for the same key from another account; a
+// replay charges nothing and logs nothing.
+func TestPaymentLogsItsProviderKey(t *testing.T) {
+	ta := newTestAPI(t, &memoryLedger{})
+	body := `{"amount": 500, "currency": "USD"}`
+	ta.postAs(t, "sk_test_alice", "/payments", "order-1", body)
+	ta.postAs(t, "sk_test_alice", "/payments", "order-1", body)
+	ta.postAs(t, "sk_test_bob", "/payments", "order-1", body)
+	keys := providerKeys(ta.logs.String())
+	require.Len(t, keys, 2, ta.logs.String())
+	for _, k := range keys {
+		assert.Regexp(t, `^[A-Za-z0-9_-]{43}$`, k)
+	}
+	assert.NotEqual(t, keys[0], keys[1])
 }

@@ -26,6 +26,7 @@ func postOnce(t *testing.T, baseURL, key string) (*http.Response, string) {
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	asCaller(req, testAccount)
 	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/seed43327c4c/idempotency"
 	"github.com/seed43327c4c/idempotency/httpx"
 )
 
@@ -63,8 +64,18 @@ func uniqueNames(data []byte) error {
 	return nil
 }
 
+// The problem types of a request body that readRequest refuses, each the
+// address of its section of docs/example.md.
+const (
+	problemInvalidPayment = "https://github.com/seed43327c4c/idempotency/blob/main/docs/example.md#invalid-payment"
+	problemInvalidEmail   = "https://github.com/seed43327c4c/idempotency/blob/main/docs/example.md#invalid-email"
+)
+
 // requestBody is the JSON body of a request, read with readRequest.
 type requestBody interface {
+	// problemType is the type of the 400 problem for a body readRequest
+	// refuses.
+	problemType() string
 	// usage says what the body must look like, for a body that does not
 	// decode.
 	usage() string
@@ -75,17 +86,24 @@ type requestBody interface {
 
 // readRequest decodes r's body into body (see decodeJSON) and checks it.
 // When the body does not decode, or is invalid, it answers 400 with the
-// body's usage or what is invalid, and returns false.
+// body's problem type and its usage or what is invalid, tells the
+// idempotency middleware not to record that answer (the key is released,
+// so the client may correct the body and send it again with the same key),
+// and returns false.
 func readRequest(w http.ResponseWriter, r *http.Request, body requestBody) bool {
+	detail := ""
 	if err := decodeJSON(r, body); err != nil {
-		badRequest(w, body.usage())
-		return false
+		detail = body.usage()
+	} else {
+		detail = body.invalid()
 	}
-	if detail := body.invalid(); detail != "" {
-		badRequest(w, detail)
-		return false
+	if detail == "" {
+		return true
 	}
-	return true
+	idempotency.DoNotRecord(r.Context())
+	httpx.WriteProblem(w, httpx.Problem{Type: body.problemType(), Status: http.StatusBadRequest,
+		Title: "The request body is invalid", Detail: detail})
+	return false
 }
 
 // writeJSON writes v as a JSON response with the given status.
@@ -93,9 +111,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do
-}
-
-// badRequest answers 400 with a problem+json body explaining detail.
-func badRequest(w http.ResponseWriter, detail string) {
-	httpx.WriteProblem(w, httpx.Problem{Status: http.StatusBadRequest, Detail: detail})
 }

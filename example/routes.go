@@ -20,11 +20,12 @@ type api struct {
 	log    *slog.Logger
 }
 
-// routes returns the service's router. The POST routes go through idem,
-// the idempotency middleware; reads need no protection.
+// routes returns the service's router. Every route needs an account
+// (requireAccount); the POST routes go through idem, the idempotency
+// middleware, while reads need no protection.
 func (a *api) routes(idem func(http.Handler) http.Handler) http.Handler {
 	r := chi.NewRouter()
-	r.Use(workerPid)
+	r.Use(workerPid, requireAccount)
 	r.Get("/payments", a.listPayments)
 	r.Get("/payments/{id}", a.getPayment)
 	r.Group(func(r chi.Router) {
@@ -37,17 +38,14 @@ func (a *api) routes(idem func(http.Handler) http.Handler) http.Handler {
 
 // newMiddleware builds the idempotency middleware: the key is required, and
 // records go to st, or to the middleware's default in-memory store when st
-// is nil.
-//
-// It sets no scope, because this example has no callers to tell apart: it
-// authenticates nobody. A real service must add
-// idempotency.WithScope(func(r *http.Request) string { ... }) returning the
-// authenticated caller (an account or API key id, never a header the client
-// chooses freely), or any client that learns another's key gets that
-// client's stored response replayed (see docs/usage.md, "Scope: set it").
+// is nil. The scope is the caller's account, and is required: the same key
+// from two accounts is two requests, and one account never gets another's
+// stored response replayed (see docs/usage.md, "Scope: set it").
 func newMiddleware(st store.Store, lease time.Duration, logger *slog.Logger) func(http.Handler) http.Handler {
 	opts := []idempotency.Option{
 		idempotency.WithKeyRequired(),
+		idempotency.WithScope(account),
+		idempotency.WithScopeRequired(),
 		idempotency.WithLease(lease),
 		idempotency.WithLogger(logger),
 	}

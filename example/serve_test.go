@@ -29,12 +29,15 @@ func TestExampleSecondSignalEndsItAtOnce(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, p.URL+"/payments", strings.NewReader(`{"amount": 5, "currency": "EUR"}`))
 		req.Header.Set("Idempotency-Key", "slow")
+		asCaller(req, testAccount)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}
 	}()
 	require.Eventually(t, func() bool {
-		resp, err := http.Get(p.URL + "/payments")
+		req, _ := http.NewRequest(http.MethodGet, p.URL+"/payments", nil)
+		asCaller(req, testAccount)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return false
 		}
