@@ -113,12 +113,14 @@ func TestReplicaAcksTooFew(t *testing.T) {
 			{"complete", func(key string, owner store.Lease) error { return acked.Complete(ctx, key, owner, nil, time.Minute) }, false},
 			{"release", func(key string, owner store.Lease) error { return acked.Release(ctx, key, owner) }, true},
 		} {
-			rec, _, err := plain.Claim(ctx, tc.op, "fp", "token", time.Minute)
-			require.NoError(t, err)
-			requireNotReplicated(t, tc.op, tc.write(tc.op, rec.Owner))
-			_, claimed, err := plain.Claim(ctx, tc.op, "fp", "another token", time.Minute)
-			require.NoError(t, err)
-			assert.Equal(t, tc.claimedAfter, claimed, "the %s reached the primary", tc.op)
+			t.Run(tc.op, func(t *testing.T) {
+				rec, _, err := plain.Claim(ctx, tc.op, "fp", "token", time.Minute)
+				require.NoError(t, err)
+				requireNotReplicated(t, tc.op, tc.write(tc.op, rec.Owner))
+				_, claimed, err := plain.Claim(ctx, tc.op, "fp", "another token", time.Minute)
+				require.NoError(t, err)
+				assert.Equal(t, tc.claimedAfter, claimed, "the %s reached the primary", tc.op)
+			})
 		}
 	})
 }

@@ -183,10 +183,12 @@ func TestUnreachableServer(t *testing.T) {
 		"Complete": s.Complete(ctx, "key", owner, nil, time.Hour),
 		"Release":  s.Release(ctx, "key", owner),
 	} {
-		var opErr *net.OpError
-		require.ErrorAs(t, err, &opErr, "%s wraps the dial error", op)
-		assert.NotErrorIs(t, err, store.ErrNotOwner, op)
-		assert.Regexp(t, `^redisstore: \w+: `, err.Error(), op)
+		t.Run(op, func(t *testing.T) {
+			var opErr *net.OpError
+			require.ErrorAs(t, err, &opErr, "%s wraps the dial error", op)
+			assert.NotErrorIs(t, err, store.ErrNotOwner, op)
+			assert.Regexp(t, `^redisstore: \w+: `, err.Error(), op)
+		})
 	}
 }
 
@@ -195,13 +197,19 @@ func TestUnreachableServer(t *testing.T) {
 func TestMisconfigurationPanics(t *testing.T) {
 	client := redis.NewClient(&redis.Options{})
 	t.Cleanup(func() { _ = client.Close() })
-	assert.PanicsWithValue(t, "redisstore: New expects a non-nil client", func() { redisstore.New(nil) })
-	assert.PanicsWithValue(t, "redisstore: WithPrefix expects a prefix without '{' or '}'", func() {
-		redisstore.New(client, redisstore.WithPrefix("app{1}:"))
-	})
-	assert.PanicsWithValue(t, "redisstore: WithAbandonedRetention expects d > 0", func() {
-		redisstore.New(client, redisstore.WithAbandonedRetention(0))
-	})
+	for _, tc := range []struct {
+		name, panic string
+		build       func()
+	}{
+		{"nil client", "redisstore: New expects a non-nil client",
+			func() { redisstore.New(nil) }},
+		{"braces in the prefix", "redisstore: WithPrefix expects a prefix without '{' or '}'",
+			func() { redisstore.New(client, redisstore.WithPrefix("app{1}:")) }},
+		{"no abandoned retention", "redisstore: WithAbandonedRetention expects d > 0",
+			func() { redisstore.New(client, redisstore.WithAbandonedRetention(0)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { assert.PanicsWithValue(t, tc.panic, tc.build) })
+	}
 }
 
 // TestCorruptRecord: a record the store did not write (a stray HSET, a
@@ -216,12 +224,14 @@ func TestCorruptRecord(t *testing.T) {
 			"bad-header": {"state", "2", "fp", "fp", "fence", "1", "status", "201", "header", "\x05", "body", ""},
 			"no-fence":   {"state", "1", "fp", "fp", "token", "t"},
 		} {
-			require.NoError(t, client.HSet(ctx, recordKey(prefix, key), fields...).Err())
-			rec, claimed, err := s.Claim(ctx, key, "fp", "token", time.Minute)
-			require.Error(t, err, key)
-			assert.Regexp(t, `^redisstore: claim: `, err.Error(), key)
-			assert.False(t, claimed, key)
-			assert.Equal(t, store.Record{}, rec, key)
+			t.Run(key, func(t *testing.T) {
+				require.NoError(t, client.HSet(ctx, recordKey(prefix, key), fields...).Err())
+				rec, claimed, err := s.Claim(ctx, key, "fp", "token", time.Minute)
+				require.Error(t, err, key)
+				assert.Regexp(t, `^redisstore: claim: `, err.Error(), key)
+				assert.False(t, claimed, key)
+				assert.Equal(t, store.Record{}, rec, key)
+			})
 		}
 	})
 }
