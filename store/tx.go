@@ -22,10 +22,11 @@ type TxStore interface {
 	// whose fingerprint is given, under the caller's random token (an empty
 	// one is refused with ErrEmptyToken, and no transaction is opened).
 	//
-	// When the key is claimed, tx is non-nil and ctx carries the open
-	// transaction, for the backend's accessor (such as pgstore.Tx) to hand
-	// to the handler; the caller must end tx with exactly one Commit or
-	// Rollback. Otherwise tx is nil, no transaction is left open, and rec is
+	// When the key is claimed, tx is non-nil, rec is the in-flight record
+	// with the caller's fingerprint and its owner's lease (fencing number at
+	// least 1), and ctx carries the open transaction, for the backend's
+	// accessor (such as pgstore.Tx) to hand to the handler; the caller must
+	// end tx with exactly one Commit or Rollback. Otherwise tx is nil, no transaction is left open, and rec is
 	// the record holding the key, as Claim returns it: in flight (TTL may
 	// be zero when the holder is an open transaction) or done. A completed
 	// record whose retention has ended, an in-flight record whose lease has
