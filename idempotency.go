@@ -65,7 +65,7 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 	}
 	return func(next http.Handler) http.Handler {
 		m := &middleware{config: c, next: next}
-		m.leases = leaseKeeper{m: m, held: make(map[*heldLease]struct{})}
+		m.leases = leaseKeeper{lease: c.lease, held: make(map[*heldLease]struct{})}
 		return m
 	}
 }
@@ -90,6 +90,7 @@ type call struct {
 	body        bufferedBody
 	rec         httpx.Recorder
 	lease       heldLease
+	holder      requestLease // of lease
 	stored      store.Response
 }
 

@@ -11,9 +11,10 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// leaseKeeper renews the leases of the keys whose handlers are running, so
-// that a handler may run far longer than one lease. One goroutine per
-// middleware does the watching: it starts with the first lease held, wakes
+// leaseKeeper renews the leases, all of one length, of the keys whose
+// handlers (or Do's functions) are running, so that they may run far
+// longer than one lease. One goroutine per keeper (a middleware's, or
+// Do's for each lease length) does the watching: it starts with the first lease held, wakes
 // every twelfth of the lease, and ends at the first wake-up that finds no
 // lease held. At each wake-up it starts a renewal, in a goroutine of its
 // own, of every lease whose last successful renewal (or claim) started a
@@ -25,21 +26,33 @@ import (
 // store slower to answer than a third of the lease still renews in time,
 // and a call stuck on a dead connection does not stop the others. Renewal
 // checks ownership: if the store says the lease was lost (taken over after
-// a long store outage), that lease is no longer renewed and the error
-// handler is told, once; the handler's outcome will then be refused by the
-// store rather than overwrite the new owner's record.
+// a long store outage), that lease is no longer renewed and its holder is
+// told, once; the handler's outcome will then be refused by the store
+// rather than overwrite the new owner's record.
 type leaseKeeper struct {
-	m        *middleware
+	lease    time.Duration
 	mu       sync.Mutex
 	held     map[*heldLease]struct{}
 	watching bool
 }
 
+// leaseHolder is what runs under a held lease: a request's handler, or
+// Do's function.
+type leaseHolder interface {
+	// renewalContext returns the context whose values the lease's
+	// renewals carry; they do not end with it.
+	renewalContext() context.Context
+	// renewalFailed is told of a renewal that failed. If err wraps
+	// store.ErrNotOwner, the lease was lost and is no longer renewed.
+	renewalFailed(err error)
+}
+
 // heldLease is the lease of one running handler.
 type heldLease struct {
-	r     *http.Request
-	key   string
-	owner store.Lease
+	holder leaseHolder
+	store  store.Store
+	key    string
+	owner  store.Lease
 
 	// Guarded by leaseKeeper.mu:
 	renewedAt time.Time // when the last successful renewal (or the claim) started
@@ -49,10 +62,10 @@ type heldLease struct {
 	cancel    context.CancelFunc // ends ctx, and the renewals under it, when the lease is stopped
 }
 
-// keep starts renewing owner's lease of key, claimed at claimedAt, tracked
-// in l, until l is stopped.
-func (k *leaseKeeper) keep(l *heldLease, r *http.Request, key string, owner store.Lease, claimedAt time.Time) {
-	*l = heldLease{r: r, key: key, owner: owner, renewedAt: claimedAt}
+// keep starts renewing owner's lease of key in s, claimed at claimedAt,
+// tracked in l, for holder, until l is stopped.
+func (k *leaseKeeper) keep(l *heldLease, holder leaseHolder, s store.Store, key string, owner store.Lease, claimedAt time.Time) {
+	*l = heldLease{holder: holder, store: s, key: key, owner: owner, renewedAt: claimedAt}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.held[l] = struct{}{}
@@ -80,8 +93,8 @@ func (k *leaseKeeper) stop(l *heldLease) {
 
 // watch starts the renewals that are due until no lease is held.
 func (k *leaseKeeper) watch() {
-	every := k.m.lease / 3
-	ticker := time.NewTicker(max(k.m.lease/12, time.Millisecond))
+	every := k.lease / 3
+	ticker := time.NewTicker(max(k.lease/12, time.Millisecond))
 	defer ticker.Stop()
 	for now := range ticker.C {
 		k.mu.Lock()
@@ -104,7 +117,7 @@ func (k *leaseKeeper) watch() {
 // so that stop, which removes l first, cancels it.
 func (k *leaseKeeper) start(l *heldLease, now time.Time) {
 	if l.ctx == nil {
-		l.ctx, l.cancel = context.WithCancel(detached(l.r))
+		l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(l.holder.renewalContext()))
 	}
 	l.renewals++
 	l.triedAt = now
@@ -116,9 +129,8 @@ func (k *leaseKeeper) start(l *heldLease, now time.Time) {
 // longer renewed and is reported; any other error is reported, and a later
 // wake-up tries again. A renewal that answers after stop reports nothing.
 func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
-	m := k.m
-	ctx, cancel := context.WithDeadline(l.ctx, started.Add(m.lease))
-	err := m.store.Renew(ctx, l.key, l.owner, m.lease)
+	ctx, cancel := context.WithDeadline(l.ctx, started.Add(k.lease))
+	err := l.store.Renew(ctx, l.key, l.owner, k.lease)
 	cancel()
 
 	k.mu.Lock()
@@ -137,8 +149,19 @@ func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
 	switch {
 	case err == nil, !held:
 	case errors.Is(err, store.ErrNotOwner):
-		m.errorHandler(l.r, fmt.Errorf("idempotency: lease lost while the handler ran: %w", err))
+		l.holder.renewalFailed(fmt.Errorf("idempotency: lease lost while the handler ran: %w", err))
 	default:
-		m.errorHandler(l.r, fmt.Errorf("idempotency: renew: %w", err))
+		l.holder.renewalFailed(fmt.Errorf("idempotency: renew: %w", err))
 	}
 }
+
+// requestLease is the holder of a request's lease: the renewals carry the
+// request's values, and their failures go to the error handler.
+type requestLease struct {
+	m *middleware
+	r *http.Request
+}
+
+func (h *requestLease) renewalContext() context.Context { return h.r.Context() }
+
+func (h *requestLease) renewalFailed(err error) { h.m.errorHandler(h.r, err) }

@@ -37,7 +37,8 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	c.fence = owner.Fence
 	r = withCall(r, r.Context(), c)
 	lease := &c.lease
-	m.leases.keep(lease, r, c.key, owner, claimedAt)
+	c.holder = requestLease{m: m, r: r}
+	m.leases.keep(lease, &c.holder, m.store, c.key, owner, claimedAt)
 	decided := false
 	defer func() {
 		if decided {
