@@ -1,0 +1,92 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// claimSQL claims key ?1 for fingerprint ?2 under token ?3 for a lease of
+// ?4 milliseconds, in one statement:
+//
+//   - a missing key is inserted, in flight under ?3 with fence 1;
+//   - on a conflict with an expired row (its lease or retention over on
+//     SQLite's clock), the row is taken over: an in-flight row's fence is
+//     raised, a finished row starts again at 1;
+//   - on a conflict with a live row, every column is set to the value it
+//     has, so that RETURNING still reports the row. That writes nothing:
+//     SQLite leaves a row whose bytes stay the same untouched, and no
+//     index holds a column this statement sets (sweep_at, the sweeper's,
+//     is left as it is even by a takeover; see deleteExpiredSQL).
+//
+// The row is returned in every case, as it is after the statement: it is
+// claimed when it is in flight under ?3, which is a fresh claim or a
+// takeover, or a claim sent again by the owner of the live lease (see
+// Store.Claim in package store). The time left is counted from the same
+// instant the statement judged the expiry at. SQLite runs one writing
+// statement at a time on a database file, whatever the process, so two
+// claims can never both see the key free or expired.
+var claimSQL = onSQLiteClock(`
+INSERT INTO idempotency_keys AS t (key, fingerprint, state, token, fence, expires_at, sweep_at)
+VALUES (?1, ?2, 1, ?3, 1, NOW + ?4, NOW + ?4)
+ON CONFLICT (key) DO UPDATE SET
+    fingerprint = iif(t.expires_at <= NOW, excluded.fingerprint, t.fingerprint),
+    state       = iif(t.expires_at <= NOW, 1, t.state),
+    token       = iif(t.expires_at <= NOW, excluded.token, t.token),
+    fence       = iif(t.expires_at <= NOW, iif(t.state = 1, t.fence + 1, 1), t.fence),
+    status      = iif(t.expires_at <= NOW, NULL, t.status),
+    header      = iif(t.expires_at <= NOW, NULL, t.header),
+    body        = iif(t.expires_at <= NOW, NULL, t.body),
+    expires_at  = iif(t.expires_at <= NOW, excluded.expires_at, t.expires_at)
+RETURNING state = 1 AND token = ?3, state, fingerprint, fence, status, header, body, expires_at - NOW`)
+
+// Claim implements store.Store: one statement. The lease is counted in
+// whole milliseconds from SQLite's clock. A record past its lease or
+// retention counts as absent: it is taken over by the claim (with fence 1
+// if it was done).
+func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
+	if token == "" {
+		return store.Record{}, false, fmt.Errorf("sqlitestore: claim: %w", store.ErrEmptyToken)
+	}
+	var (
+		claimed bool
+		state   int
+		fp      []byte
+		fence   int64
+		status  sql.NullInt64
+		header  []byte
+		body    []byte
+		ttl     int64
+	)
+	err := s.write(ctx, "claim", func() error {
+		err := s.db.QueryRowContext(ctx, claimSQL, store.HashKey(key), []byte(fingerprint), []byte(token), lease.Milliseconds()).
+			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
+		if err != nil {
+			return wrap("claim", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	rec := store.Record{
+		State:       store.State(state),
+		Fingerprint: string(fp),
+		Owner:       store.Lease{Fence: fence},
+		TTL:         time.Duration(ttl) * time.Millisecond,
+	}
+	if claimed {
+		rec.Owner.Token = token
+	}
+	if rec.State == store.StateCompleted && status.Valid {
+		h, err := decodeHeader(header)
+		if err != nil {
+			return store.Record{}, false, fmt.Errorf("sqlitestore: claim: %w", err)
+		}
+		rec.Response = &store.Response{Status: int(status.Int64), Header: h, Body: body}
+	}
+	return rec, claimed, nil
+}

@@ -1,0 +1,57 @@
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// The store's errors for a database file it cannot use. They come wrapped,
+// with the operation and the driver's message; match them with errors.Is.
+var (
+	// ErrBusy means the database file stayed locked by another connection,
+	// in this process or another, for longer than the busy timeout.
+	ErrBusy = errors.New("database file locked past the busy timeout")
+	// ErrReadOnly means the database file, its directory, or its -wal or
+	// -shm file cannot be written.
+	ErrReadOnly = errors.New("database file is read-only")
+	// ErrCorrupt means the file is not an SQLite database, or is damaged.
+	ErrCorrupt = errors.New("database file is not a database or is corrupt")
+)
+
+// wrap returns err, an error of the driver or of database/sql met by op,
+// as the store's own: one of ErrBusy, ErrReadOnly or ErrCorrupt, or ctx's
+// error, when it is one of those; otherwise an error that names op and
+// carries the driver's message. Driver error values never leak.
+func wrap(op string, err error) error {
+	if sentinel := classify(err); sentinel != nil {
+		return fmt.Errorf("sqlitestore: %s: %w (%v)", op, sentinel, err)
+	}
+	return fmt.Errorf("sqlitestore: %s: %v", op, err)
+}
+
+// classify returns the store's sentinel or the context error that err
+// stands for, or nil.
+func classify(err error) error {
+	for _, ctxErr := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, ctxErr) {
+			return ctxErr
+		}
+	}
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return nil
+	}
+	switch e.Code() & 0xff { // the primary result code
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return ErrBusy
+	case sqlite3.SQLITE_READONLY:
+		return ErrReadOnly
+	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return ErrCorrupt
+	}
+	return nil
+}

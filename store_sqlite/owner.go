@@ -1,0 +1,95 @@
+package sqlitestore
+
+import (
+	"context"
+	"time"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// The owner's statements touch key ?1 only while it is in flight under
+// token ?2 and fence ?3; a row count of zero means the caller no longer
+// holds it. Each sets sweep_at to the new expires_at, for the sweeper.
+var (
+	// renewSQL extends the lease to ?4 milliseconds from now.
+	renewSQL = onSQLiteClock(`
+UPDATE idempotency_keys SET expires_at = NOW + ?4, sweep_at = NOW + ?4
+WHERE key = ?1 AND token = ?2 AND fence = ?3 AND state = 1`)
+
+	// completeSQL stores state ?4 and the response (?5 status, ?6 header,
+	// ?7 body, all NULL when not replayable) for ?8 milliseconds.
+	completeSQL = onSQLiteClock(`
+UPDATE idempotency_keys SET state = ?4, status = ?5, header = ?6, body = ?7, expires_at = NOW + ?8,
+    sweep_at = NOW + ?8
+WHERE key = ?1 AND token = ?2 AND fence = ?3 AND state = 1`)
+
+	// releaseSQL ends the lease now and clears the token. The row stays in
+	// flight, so the next claim takes it over with a higher fence, until
+	// the sweeper removes it (see WithAbandonedRetention).
+	releaseSQL = onSQLiteClock(`
+UPDATE idempotency_keys SET token = X'', expires_at = NOW, sweep_at = NOW
+WHERE key = ?1 AND token = ?2 AND fence = ?3 AND state = 1`)
+)
+
+// Renew implements store.Store: one UPDATE. The lease is counted from
+// SQLite's clock. A lease that has lapsed but was neither taken over nor
+// swept is still the owner's and may be renewed.
+func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
+	return s.ownerExec(ctx, "renew", renewSQL, key, owner, lease.Milliseconds())
+}
+
+// Complete implements store.Store: one UPDATE. The retention is counted
+// from SQLite's clock. A lease that has lapsed but was neither taken over
+// nor swept is still the owner's and may be completed.
+func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
+	if resp == nil {
+		return s.ownerExec(ctx, "complete", completeSQL, key, owner,
+			int(store.StateUnreplayable), nil, nil, nil, retention.Milliseconds())
+	}
+	return s.ownerExec(ctx, "complete", completeSQL, key, owner,
+		int(store.StateCompleted), resp.Status, encodeHeader(resp.Header), resp.Body, retention.Milliseconds())
+}
+
+// Release implements store.Store: one UPDATE. The row is not deleted: it
+// stays in flight with its lease ended and no token, so the next claim
+// takes the key over with a higher fencing number than the releasing
+// owner's, until the sweeper removes the row after the abandoned retention
+// (see WithAbandonedRetention).
+func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
+	return s.ownerExec(ctx, "release", releaseSQL, key, owner)
+}
+
+// ownerExec runs one of the owner's statements for owner's lease of key,
+// with the statement's own arguments after ?1 to ?3. An empty token holds
+// nothing: a released row keeps an empty one, so such a lease is refused
+// without asking the database.
+func (s *Store) ownerExec(ctx context.Context, op, sql, key string, owner store.Lease, args ...any) error {
+	if owner.Token == "" {
+		return store.ErrNotOwner
+	}
+	args = append([]any{store.HashKey(key), []byte(owner.Token), owner.Fence}, args...)
+	n, err := s.exec(ctx, op, sql, args...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return store.ErrNotOwner
+	}
+	return nil
+}
+
+// exec runs sql in its turn (see write) and returns how many rows it
+// changed. Errors are wrapped for op.
+func (s *Store) exec(ctx context.Context, op, sql string, args ...any) (rows int64, err error) {
+	err = s.write(ctx, op, func() error {
+		res, err := s.db.ExecContext(ctx, sql, args...)
+		if err == nil {
+			rows, err = res.RowsAffected()
+		}
+		if err != nil {
+			return wrap(op, err)
+		}
+		return nil
+	})
+	return rows, err
+}
