@@ -13,6 +13,7 @@ type config struct {
 	store       string
 	redisURL    string
 	databaseURL string
+	sqlitePath  string
 	delay       time.Duration
 	workers     int
 	lease       time.Duration
@@ -20,15 +21,18 @@ type config struct {
 }
 
 // parseFlags reads the command line. getenv supplies the defaults of
-// -redis-url and -database-url. It refuses combinations that cannot work,
-// such as the memory store shared by several worker processes.
+// -redis-url and -database-url. Without -store, records and payments stay
+// in memory with one worker and go to the SQLite file -sqlite-path with
+// several, which share it. It refuses combinations that cannot work, such
+// as the memory store shared by several worker processes.
 func parseFlags(args []string, getenv func(string) string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("example", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", ":8080", "address to listen on")
-	fs.StringVar(&c.store, "store", "memory", "where idempotency records and payments are kept: memory, redis or postgres")
+	fs.StringVar(&c.store, "store", "", "where idempotency records and payments are kept: memory, sqlite, redis or postgres (default memory, or sqlite with -workers above 1)")
 	fs.StringVar(&c.redisURL, "redis-url", getenv("REDIS_URL"), "Redis URL for -store redis (default $REDIS_URL)")
 	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL for -store postgres (default $DATABASE_URL)")
+	fs.StringVar(&c.sqlitePath, "sqlite-path", "idempotency.db", "SQLite database file for -store sqlite, created if missing; on a local disk of this host")
 	fs.DurationVar(&c.delay, "delay", 0, "extra time each payment takes after it is recorded, such as a slow receipt call")
 	fs.IntVar(&c.workers, "workers", 1, "number of worker processes sharing the port through SO_REUSEPORT (Linux only above 1)")
 	fs.DurationVar(&c.lease, "lease", 30*time.Second, "how long a claim holds a key before another worker may take it over if its owner died")
@@ -39,8 +43,14 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	if c.store == "" {
+		c.store = "memory"
+		if c.workers > 1 {
+			c.store = "sqlite"
+		}
+	}
 	if _, ok := openers[c.store]; !ok {
-		return config{}, fmt.Errorf("-store %q: want memory, redis or postgres", c.store)
+		return config{}, fmt.Errorf("-store %q: want memory, sqlite, redis or postgres", c.store)
 	}
 	if c.delay < 0 || c.lease <= 0 {
 		return config{}, fmt.Errorf("-delay must be 0 or more and -lease above 0")
@@ -51,7 +61,8 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	if c.workers > 1 && c.store == "memory" {
 		return config{}, fmt.Errorf("-store memory cannot be used with -workers %d: the memory store "+
 			"keeps its records inside one process, so a duplicate that reaches another worker would "+
-			"run again; use -store redis or -store postgres to share keys between workers, "+
+			"run again; use -store sqlite to share keys between the workers of this host (the default "+
+			"with -workers above 1), use -store redis or -store postgres to share them between hosts, "+
 			"or run one worker", c.workers)
 	}
 	if _, port, err := net.SplitHostPort(c.addr); c.workers > 1 && (err != nil || port == "" || port == "0") {

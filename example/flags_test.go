@@ -23,6 +23,7 @@ func TestFlagsDefaults(t *testing.T) {
 		store:       "memory",
 		redisURL:    "redis://127.0.0.1:6379/0",
 		databaseURL: "postgres://postgres@127.0.0.1:5432/test",
+		sqlitePath:  "idempotency.db",
 		workers:     1,
 		lease:       30 * time.Second,
 		postgresTx:  true,
@@ -31,22 +32,44 @@ func TestFlagsDefaults(t *testing.T) {
 
 func TestFlagsSet(t *testing.T) {
 	cfg, err := parseFlags([]string{"-addr", "127.0.0.1:9000", "-store", "redis", "-redis-url", "redis://r",
-		"-delay", "300ms", "-workers", "4", "-lease", "2s", "-postgres-tx=false"}, env(nil))
+		"-delay", "300ms", "-workers", "4", "-lease", "2s", "-postgres-tx=false", "-sqlite-path", "/var/lib/x.db"}, env(nil))
 	require.NoError(t, err)
-	assert.Equal(t, config{addr: "127.0.0.1:9000", store: "redis", redisURL: "redis://r",
+	assert.Equal(t, config{addr: "127.0.0.1:9000", store: "redis", redisURL: "redis://r", sqlitePath: "/var/lib/x.db",
 		delay: 300 * time.Millisecond, workers: 4, lease: 2 * time.Second, postgresTx: false}, cfg)
 }
 
 func TestFlagsMemoryStoreRefusesWorkers(t *testing.T) {
-	_, err := parseFlags([]string{"-workers", "2"}, env(nil))
+	_, err := parseFlags([]string{"-store", "memory", "-workers", "2"}, env(nil))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "keeps its records inside one process")
+	assert.Contains(t, err.Error(), "use -store sqlite to share keys between the workers of this host")
 	assert.Contains(t, err.Error(), "use -store redis or -store postgres")
+}
+
+// TestFlagsStoreDefault: without -store, one worker keeps its records in
+// memory and several share an SQLite file.
+func TestFlagsStoreDefault(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "memory"},
+		{[]string{"-workers", "1"}, "memory"},
+		{[]string{"-workers", "4"}, "sqlite"},
+		{[]string{"-workers", "4", "-store", "redis"}, "redis"},
+	} {
+		if c.want != "memory" && !sharedPorts {
+			continue // several workers need SO_REUSEPORT
+		}
+		cfg, err := parseFlags(append([]string{"-addr", "127.0.0.1:9000"}, c.args...), env(nil))
+		require.NoError(t, err, "%q", c.args)
+		assert.Equal(t, c.want, cfg.store, "%q", c.args)
+	}
 }
 
 func TestFlagsRefused(t *testing.T) {
 	for name, args := range map[string][]string{
-		"unknown store":           {"-store", "sqlite"},
+		"unknown store":           {"-store", "mongodb"},
 		"no workers":              {"-workers", "0"},
 		"negative delay":          {"-delay", "-1s"},
 		"zero lease":              {"-lease", "0s"},

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/seed43327c4c/idempotency/store"
+	sqlitestore "github.com/seed43327c4c/idempotency/store_sqlite"
+)
+
+func init() { openers["sqlite"] = openSQLite }
+
+// sqlitePaymentsSchema is the ledger's table, with an index for listing
+// one account's payments in the order they were made (rowid order). The
+// idempotency table comes from sqlitestore's own schema through Migrate.
+const sqlitePaymentsSchema = `
+CREATE TABLE IF NOT EXISTS payments (
+    id       TEXT    PRIMARY KEY,
+    account  TEXT    NOT NULL,
+    amount   INTEGER NOT NULL CHECK (amount > 0),
+    currency TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS payments_account ON payments (account)`
+
+// openSQLite keeps records and payments in the SQLite file cfg.sqlitePath,
+// in the tables idempotency_keys and payments, which every worker of this
+// host opens. It creates the file and both tables at start-up if they are
+// missing, safely from every worker at once, and runs the store's sweeper
+// in every worker. A file that cannot serve (its directory missing, or
+// read-only, locked past the busy timeout, not a database) fails the
+// start-up; later failures make the middleware answer 503.
+func openSQLite(ctx context.Context, cfg config) (store.Store, ledger, func(), error) {
+	db, err := sqlitestore.Open(ctx, cfg.sqlitePath, 0)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("-sqlite-path: %w", err)
+	}
+	st := sqlitestore.New(db)
+	if err := migrateSQLite(ctx, db, st); err != nil {
+		_ = db.Close()
+		return nil, nil, nil, err
+	}
+	sweepCtx, stopSweeper := context.WithCancel(context.Background())
+	swept := st.StartSweeper(sweepCtx, 0)
+	closeAll := func() {
+		stopSweeper()
+		<-swept
+		_ = db.Close()
+	}
+	return st, &sqliteLedger{db: db}, closeAll, nil
+}
+
+// migrateSQLite creates the idempotency table and the ledger's table. The
+// ledger's transaction begins with BEGIN IMMEDIATE (sqlitestore.Open sets
+// it for db.BeginTx), so workers creating it at once wait for each other.
+func migrateSQLite(ctx context.Context, db *sql.DB, st *sqlitestore.Store) error {
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err == nil {
+		if _, err = tx.ExecContext(ctx, sqlitePaymentsSchema); err == nil {
+			err = tx.Commit()
+		} else {
+			_ = tx.Rollback()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("creating the payments table: %w", err)
+	}
+	return nil
+}
+
+// sqliteLedger is a ledger in the payments table of the SQLite file,
+// shared by every worker of this host.
+type sqliteLedger struct {
+	db *sql.DB
+}
+
+func (l *sqliteLedger) Create(ctx context.Context, account string, amount int, currency string) (payment, error) {
+	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
+	_, err := l.db.ExecContext(ctx, `INSERT INTO payments (id, account, amount, currency) VALUES (?, ?, ?, ?)`,
+		p.ID, account, p.Amount, p.Currency)
+	if err != nil {
+		return payment{}, fmt.Errorf("recording payment: %w", err)
+	}
+	return p, nil
+}
+
+func (l *sqliteLedger) List(ctx context.Context, account string) ([]payment, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT id, amount, currency FROM payments WHERE account = ? ORDER BY rowid`, account)
+	if err != nil {
+		return nil, fmt.Errorf("listing payments: %w", err)
+	}
+	defer rows.Close()
+	payments := []payment{}
+	for rows.Next() {
+		var p payment
+		if err := rows.Scan(&p.ID, &p.Amount, &p.Currency); err != nil {
+			return nil, fmt.Errorf("listing payments: %w", err)
+		}
+		payments = append(payments, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing payments: %w", err)
+	}
+	return payments, nil
+}

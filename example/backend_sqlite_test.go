@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sqlitestore "github.com/seed43327c4c/idempotency/store_sqlite"
+)
+
+// sqliteFile is the SQLite file of an example under test, in the test's
+// temporary directory, which the test reads through a handle of its own.
+type sqliteFile struct {
+	path string
+	db   *sql.DB
+}
+
+func newSQLiteFile(t *testing.T) *sqliteFile {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "idempotency.db")
+	db, err := sqlitestore.Open(context.Background(), path, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return &sqliteFile{path: path, db: db}
+}
+
+// count returns how many rows of table match where (all rows if empty), or
+// 0 while the table does not exist yet.
+func (f *sqliteFile) count(t *testing.T, table, where string) int {
+	t.Helper()
+	if where == "" {
+		where = "true"
+	}
+	var n int
+	err := f.db.QueryRow(`SELECT count(*) FROM ` + table + ` WHERE ` + where).Scan(&n)
+	if err != nil && !tableMissing(f.db, table) {
+		require.NoError(t, err)
+	}
+	return n
+}
+
+func tableMissing(db *sql.DB, table string) bool {
+	var n int
+	return db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = ?`, table).Scan(&n) == nil && n == 0
+}
+
+// TestExampleStormSQLite: with -workers 4 and no -store, the workers share
+// records and the ledger through one SQLite file; 100 keys x 20 concurrent
+// duplicates give exactly one payment per key, and every duplicate the
+// same answer.
+func TestExampleStormSQLite(t *testing.T) {
+	f := newSQLiteFile(t)
+	p := startExample(t, "-sqlite-path", f.path, "-workers", "4", "-delay", "300ms")
+	assert.Contains(t, p.Log(), "store=sqlite", "with several workers the example defaults to SQLite")
+	res := runStorm(t, p.URL, 100, 20)
+	assert.Greater(t, len(res.workers), 1, "answers came from several worker processes")
+	assert.Positive(t, res.conflicts, "no duplicate arrived while its first request was running")
+	assert.Equal(t, 100, f.count(t, "payments", ""))
+	assert.Equal(t, 100, f.count(t, "idempotency_keys", "state = 2"), "one completed record per key")
+}
+
+// TestExampleSQLiteWorkerKilled: the worker running a request is SIGKILLed
+// after it recorded the payment, while it holds the key. Its duplicates get
+// 409 until its lease ends; then exactly one of them takes the key over,
+// under the next fencing number, and runs the handler, and all get that
+// one answer.
+func TestExampleSQLiteWorkerKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("example: finding the worker that holds a connection reads /proc")
+	}
+	f := newSQLiteFile(t)
+	p := startExample(t, "-store", "sqlite", "-sqlite-path", f.path, "-workers", "2", "-delay", "2s", "-lease", "1s")
+
+	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
+	require.Eventually(t, func() bool { return f.count(t, "payments", "") == 1 }, 30*time.Second, 20*time.Millisecond,
+		"the first request's handler recorded its payment")
+	waitProviderKeys(t, p, 1)
+	killed := killHolder(t, p, first, holder)
+
+	retryKilled(t, p, killed)
+	assert.Equal(t, 2, f.count(t, "payments", ""), "the killed run's payment and exactly one more")
+	keys := waitProviderKeys(t, p, 2)
+	assert.Len(t, keys, 2)
+	assert.Equal(t, keys[0], keys[1], "the run that took the key over sends the provider the killed run's key")
+	assert.Equal(t, 1, f.count(t, "idempotency_keys", ""), "one record")
+	assert.Equal(t, 1, f.count(t, "idempotency_keys", "state = 2 AND fence = 2"), "completed, taken over once")
+	p.waitWorkers(2)
+}
+
+// TestSQLiteFileThatCannotServeFailsStartUp: a missing directory or a file
+// that is not a database stops the start-up with an error naming the flag
+// and the cause.
+func TestSQLiteFileThatCannotServeFailsStartUp(t *testing.T) {
+	notADatabase := filepath.Join(t.TempDir(), "notes.txt")
+	require.NoError(t, os.WriteFile(notADatabase, []byte("these are not the records you are looking for"), 0o600))
+	for _, c := range []struct {
+		name, path, want string
+	}{
+		{"missing directory", filepath.Join(t.TempDir(), "missing", "idempotency.db"), "does not exist"},
+		{"not a database", notADatabase, "not a database"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, _, err := openBackend(context.Background(), config{store: "sqlite", sqlitePath: c.path}, time.Minute)
+			require.ErrorContains(t, err, "-sqlite-path: sqlitestore: open "+c.path)
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+}
+
+// TestSQLiteLedgerKeepsAccountsApart: each account lists its own payments,
+// oldest first, and one without any gets an empty list.
+func TestSQLiteLedgerKeepsAccountsApart(t *testing.T) {
+	_, led, closeBackend, err := openBackend(context.Background(),
+		config{store: "sqlite", sqlitePath: filepath.Join(t.TempDir(), "idempotency.db")}, time.Minute)
+	require.NoError(t, err)
+	defer closeBackend()
+	ctx := context.Background()
+	var alice []payment
+	for amount := range 3 {
+		p, err := led.Create(ctx, "alice", 100+amount, "EUR")
+		require.NoError(t, err)
+		alice = append(alice, p)
+		_, err = led.Create(ctx, "bob", 200+amount, "USD")
+		require.NoError(t, err)
+	}
+	got, err := led.List(ctx, "alice")
+	require.NoError(t, err)
+	assert.Equal(t, alice, got)
+	got, err = led.List(ctx, "carol")
+	require.NoError(t, err)
+	assert.Equal(t, []payment{}, got)
+}
