@@ -1,0 +1,122 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// jobRun is the part of a job that runs fn under a claimed key, in one
+// allocation: the call its context carries (FromContext), that context,
+// and the lease kept while fn runs.
+type jobRun struct {
+	j      *job
+	parent context.Context // Do's context
+	c      call
+	ctx    callContext
+	lease  heldLease
+	cancel context.CancelCauseFunc // ends fn's context when the lease is lost
+}
+
+// run runs fn under owner's lease of the key (claimed at claimedAt),
+// renewed while it runs, then records its outcome or releases the key. A
+// panic of fn releases the key and goes on. If the store refuses the
+// record, or the lease was lost while fn ran, the error wraps ErrLeaseLost.
+func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) ([]byte, error) {
+	r := &jobRun{j: j, parent: ctx}
+	r.c = call{key: j.key, clientKey: j.clientKey, fence: owner.Fence}
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.cancel = cancel
+	r.ctx = callContext{Context: fnCtx, c: &r.c}
+	keeper := keeperFor(j.cfg.lease)
+	keeper.keep(&r.lease, r, j.store, j.key, owner, claimedAt)
+	decided := false
+	defer func() {
+		if !decided { // fn panicked
+			keeper.stop(&r.lease)
+			r.release(owner)
+		}
+	}()
+	result, err := j.fn(&r.ctx)
+	decided = true
+	keeper.stop(&r.lease)
+
+	resp := outcome(&r.c, result, err)
+	if resp == nil {
+		r.release(owner)
+		if errors.Is(context.Cause(fnCtx), ErrLeaseLost) {
+			return nil, errors.Join(ErrLeaseLost, err)
+		}
+		return result, err
+	}
+	rctx, rcancel := j.recordContext(ctx)
+	cerr := j.store.Complete(rctx, j.key, owner, resp, j.cfg.retention)
+	rcancel()
+	switch {
+	case errors.Is(cerr, store.ErrNotOwner):
+		return nil, fmt.Errorf("%w: complete: %w", ErrLeaseLost, cerr)
+	case cerr != nil:
+		return nil, fmt.Errorf("idempotency: complete: %w", cerr)
+	}
+	return result, err
+}
+
+// release frees the key, if still owner's, so the job may run again.
+func (r *jobRun) release(owner store.Lease) {
+	ctx, cancel := r.j.recordContext(r.parent)
+	defer cancel()
+	if err := r.j.store.Release(ctx, r.j.key, owner); err != nil {
+		r.j.cfg.reportError(r.parent, fmt.Errorf("idempotency: release: %w", err))
+	}
+}
+
+func (r *jobRun) renewalContext() context.Context { return r.parent }
+
+// renewalFailed reports a failed renewal; a lost lease also ends fn's
+// context, with ErrLeaseLost as its cause.
+func (r *jobRun) renewalFailed(err error) {
+	if errors.Is(err, store.ErrNotOwner) {
+		r.cancel(ErrLeaseLost)
+	}
+	r.j.cfg.reportError(r.parent, err)
+}
+
+// runInTx runs fn inside the claim's transaction, whose context is txCtx,
+// then commits its outcome with fn's writes, or rolls both back. A panic
+// of fn rolls back and goes on.
+func (j *job) runInTx(ctx, txCtx context.Context, owner store.Lease, tx store.Tx) ([]byte, error) {
+	c := &call{key: j.key, clientKey: j.clientKey, fence: owner.Fence}
+	decided := false
+	defer func() {
+		if !decided { // fn panicked
+			j.rollback(ctx, tx)
+		}
+	}()
+	result, err := j.fn(&callContext{Context: txCtx, c: c})
+	decided = true
+
+	resp := outcome(c, result, err)
+	if resp == nil {
+		j.rollback(ctx, tx)
+		return result, err
+	}
+	rctx, cancel := j.recordContext(ctx)
+	defer cancel()
+	if cerr := tx.Commit(rctx, resp, j.cfg.retention); cerr != nil {
+		return nil, fmt.Errorf("idempotency: commit: %w", cerr)
+	}
+	return result, err
+}
+
+// rollback abandons fn's transaction, its writes and the claim.
+func (j *job) rollback(ctx context.Context, tx store.Tx) {
+	rctx, cancel := j.recordContext(ctx)
+	defer cancel()
+	if err := tx.Rollback(rctx); err != nil {
+		j.cfg.reportError(ctx, fmt.Errorf("idempotency: rollback: %w", err))
+	}
+}

@@ -1,0 +1,324 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// countingJob is a job under test: it counts its runs and returns result,
+// or err.
+type countingJob struct {
+	runs   atomic.Int32
+	result string
+	err    error
+}
+
+func (j *countingJob) fn(context.Context) ([]byte, error) {
+	j.runs.Add(1)
+	if j.err != nil {
+		return nil, j.err
+	}
+	return []byte(j.result), nil
+}
+
+// TestDoRunsOnceAndReturnsTheStoredResult: on every store, plain and
+// transactional, the first call runs fn and later ones get its result.
+func TestDoRunsOnceAndReturnsTheStoredResult(t *testing.T) {
+	for name, s := range map[string]store.Store{
+		"plain":         store.NewMemory(),
+		"transactional": &txMemory{Memory: store.NewMemory()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := &countingJob{result: "sent"}
+			for range 3 {
+				got, err := idempotency.Do(t.Context(), s, "email-42", job.fn)
+				require.NoError(t, err)
+				require.Equal(t, "sent", string(got))
+			}
+			require.EqualValues(t, 1, job.runs.Load())
+			got, err := idempotency.Do(t.Context(), s, "email-43", job.fn)
+			require.NoError(t, err)
+			require.Equal(t, "sent", string(got))
+			require.EqualValues(t, 2, job.runs.Load(), "another key is another job")
+		})
+	}
+}
+
+// TestDoRacingCallersRunFnOnce: many goroutines call Do with one key at
+// once; fn runs once. Those that wait all get its result; those that do
+// not get the result or ErrInFlight.
+func TestDoRacingCallersRunFnOnce(t *testing.T) {
+	for name, wait := range map[string]time.Duration{"no wait": 0, "wait": 5 * time.Second} {
+		t.Run(name, func(t *testing.T) {
+			s := store.NewMemory()
+			job := &countingJob{result: "done"}
+			slow := func(ctx context.Context) ([]byte, error) {
+				time.Sleep(20 * time.Millisecond)
+				return job.fn(ctx)
+			}
+			var wg sync.WaitGroup
+			var inFlight atomic.Int32
+			for range 50 {
+				wg.Go(func() {
+					got, err := idempotency.Do(context.Background(), s, "k", slow, idempotency.DoWait(wait))
+					if errors.Is(err, idempotency.ErrInFlight) {
+						inFlight.Add(1)
+						return
+					}
+					if err != nil || string(got) != "done" {
+						t.Errorf("Do = %q, %v", got, err)
+					}
+				})
+			}
+			wg.Wait()
+			require.EqualValues(t, 1, job.runs.Load())
+			if wait > 0 {
+				require.Zero(t, inFlight.Load())
+			}
+		})
+	}
+}
+
+// TestDoErrorReleasesTheKey: an error, a panic or a DoNotRecord frees the
+// key, so the next delivery runs fn again; the error and the panic reach
+// the caller.
+func TestDoErrorReleasesTheKey(t *testing.T) {
+	for name, s := range map[string]store.Store{
+		"plain":         store.NewMemory(),
+		"transactional": &txMemory{Memory: store.NewMemory()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			failed := errors.New("smtp: connection refused")
+			_, err := idempotency.Do(t.Context(), s, "error", func(context.Context) ([]byte, error) { return nil, failed })
+			require.ErrorIs(t, err, failed)
+			require.False(t, idempotency.IsFinal(err))
+
+			require.PanicsWithValue(t, "boom", func() {
+				_, _ = idempotency.Do(t.Context(), s, "panic", func(context.Context) ([]byte, error) { panic("boom") })
+			})
+
+			got, err := idempotency.Do(t.Context(), s, "refused", func(ctx context.Context) ([]byte, error) {
+				require.True(t, idempotency.DoNotRecord(ctx))
+				return []byte("not recorded"), nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, "not recorded", string(got))
+
+			for _, key := range []string{"error", "panic", "refused"} {
+				job := &countingJob{result: "ran"}
+				_, err := idempotency.Do(t.Context(), s, key, job.fn)
+				require.NoError(t, err)
+				require.EqualValues(t, 1, job.runs.Load(), "%s released its key", key)
+			}
+		})
+	}
+}
+
+// TestDoFinalErrorIsStored: an error marked Final is kept; later callers
+// get its message back as a final error, without running fn.
+func TestDoFinalErrorIsStored(t *testing.T) {
+	for name, s := range map[string]store.Store{
+		"plain":         store.NewMemory(),
+		"transactional": &txMemory{Memory: store.NewMemory()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			invalid := errors.New("address does not exist")
+			job := &countingJob{err: idempotency.Final(invalid)}
+			_, err := idempotency.Do(t.Context(), s, "k", job.fn)
+			require.ErrorIs(t, err, invalid, "the first caller gets fn's own error")
+			for range 2 {
+				_, err = idempotency.Do(t.Context(), s, "k", job.fn)
+				require.True(t, idempotency.IsFinal(err))
+				require.EqualError(t, err, "address does not exist")
+			}
+			require.EqualValues(t, 1, job.runs.Load())
+		})
+	}
+	require.NoError(t, idempotency.Final(nil))
+}
+
+// TestDoInFlight: a caller that finds the key held gets ErrInFlight at
+// once, or waits: for the stored result, or, if the holder releases the
+// key, to run fn itself. A wait ends with its context.
+func TestDoInFlight(t *testing.T) {
+	s := store.NewMemory()
+	started, finish := make(chan struct{}), make(chan error)
+	holder := make(chan error, 1)
+	go func() {
+		_, err := idempotency.Do(context.Background(), s, "k", func(context.Context) ([]byte, error) {
+			close(started)
+			return []byte("first"), <-finish
+		})
+		holder <- err
+	}()
+	<-started
+	job := &countingJob{result: "second"}
+
+	_, err := idempotency.Do(t.Context(), s, "k", job.fn)
+	require.ErrorIs(t, err, idempotency.ErrInFlight)
+	_, err = idempotency.Do(t.Context(), s, "k", job.fn, idempotency.DoWait(30*time.Millisecond))
+	require.ErrorIs(t, err, idempotency.ErrInFlight, "the wait times out")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
+	defer cancel()
+	_, err = idempotency.Do(ctx, s, "k", job.fn, idempotency.DoWait(time.Minute))
+	require.ErrorIs(t, err, idempotency.ErrInFlight, "the wait ends with its context")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	waited := make(chan string)
+	go func() {
+		got, err := idempotency.Do(context.Background(), s, "k", job.fn, idempotency.DoWait(5*time.Second))
+		waited <- fmt.Sprint(string(got), err)
+	}()
+	time.Sleep(30 * time.Millisecond) // the waiter is polling
+	finish <- errors.New("failed: released")
+	require.Error(t, <-holder)
+	require.Equal(t, "second<nil>", <-waited, "the waiter claims the released key and runs fn")
+	require.EqualValues(t, 1, job.runs.Load())
+}
+
+// renewRefusingStore is a memory store whose renewals are all refused, as
+// a store refuses the renewals of an owner whose lease was taken over.
+type renewRefusingStore struct{ *store.Memory }
+
+func (s renewRefusingStore) Renew(context.Context, string, store.Lease, time.Duration) error {
+	return store.ErrNotOwner
+}
+
+// TestDoLostLease: a lease lost while fn runs is reported, ends fn's
+// context with ErrLeaseLost, and Do returns ErrLeaseLost; the key is free
+// for the next delivery. A late result of a taken-over key is refused.
+func TestDoLostLease(t *testing.T) {
+	t.Run("renewal refused", func(t *testing.T) {
+		s := renewRefusingStore{store.NewMemory()}
+		var reported []error
+		var mu sync.Mutex
+		report := idempotency.DoErrorHandler(func(_ context.Context, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			reported = append(reported, err)
+		})
+		_, err := idempotency.Do(t.Context(), s, "k", func(ctx context.Context) ([]byte, error) {
+			<-ctx.Done()
+			require.ErrorIs(t, context.Cause(ctx), idempotency.ErrLeaseLost)
+			return nil, ctx.Err()
+		}, idempotency.DoLease(30*time.Millisecond), report)
+		require.ErrorIs(t, err, idempotency.ErrLeaseLost)
+		mu.Lock()
+		require.NotEmpty(t, reported)
+		require.ErrorIs(t, reported[0], store.ErrNotOwner)
+		mu.Unlock()
+	})
+	t.Run("taken over", func(t *testing.T) {
+		shared := store.NewMemory()
+		stalled := &flakyStore{Store: shared}
+		quiet := idempotency.DoErrorHandler(func(context.Context, error) {})
+		lease := idempotency.DoLease(50 * time.Millisecond)
+		started, resume := make(chan int64), make(chan struct{})
+		late := make(chan error)
+		go func() {
+			_, err := idempotency.Do(context.Background(), stalled, "k", func(ctx context.Context) ([]byte, error) {
+				key, _ := idempotency.FromContext(ctx)
+				stalled.down.Store(true) // no renewal reaches the store
+				started <- key.Fence
+				<-resume
+				stalled.down.Store(false)
+				return []byte("late"), nil
+			}, lease, quiet)
+			late <- err
+		}()
+		firstFence := <-started
+		var got []byte
+		var fence int64
+		require.Eventually(t, func() bool {
+			var err error
+			got, err = idempotency.Do(t.Context(), shared, "k", func(ctx context.Context) ([]byte, error) {
+				key, _ := idempotency.FromContext(ctx)
+				fence = key.Fence
+				return []byte("new owner"), nil
+			}, lease, quiet)
+			return err == nil
+		}, 5*time.Second, 10*time.Millisecond, "the lapsed lease is taken over")
+		require.Equal(t, "new owner", string(got))
+		close(resume)
+		require.ErrorIs(t, <-late, idempotency.ErrLeaseLost)
+		got, err := idempotency.Do(t.Context(), shared, "k", (&countingJob{}).fn)
+		require.NoError(t, err)
+		require.Equal(t, "new owner", string(got), "the late result did not overwrite the new owner's")
+		require.Greater(t, fence, firstFence)
+	})
+}
+
+// TestDoContextCarriesTheKey: fn sees its key through FromContext, and
+// derives the same downstream key on every run.
+func TestDoContextCarriesTheKey(t *testing.T) {
+	s := store.NewMemory()
+	var derived []string
+	fn := func(ctx context.Context) ([]byte, error) {
+		key, ok := idempotency.FromContext(ctx)
+		require.True(t, ok)
+		require.Equal(t, "order-7", key.Client)
+		require.Positive(t, key.Fence)
+		derived = append(derived, key.Derive("charge"))
+		return nil, errors.New("retry me")
+	}
+	for range 2 {
+		_, _ = idempotency.Do(t.Context(), s, "order-7", fn)
+	}
+	require.Len(t, derived, 2)
+	require.Equal(t, derived[0], derived[1])
+}
+
+// TestDoKeysNeverMeetTheMiddlewares: a job and a request with the same
+// key, in the same store, are two records.
+func TestDoKeysNeverMeetTheMiddlewares(t *testing.T) {
+	s := store.NewMemory()
+	_, err := idempotency.Do(t.Context(), s, "k", (&countingJob{result: "job"}).fn)
+	require.NoError(t, err)
+	h := &paymentHandler{}
+	resp := post(idempotency.New(idempotency.WithStore(s))(h), "k", "{}")
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	require.EqualValues(t, 1, h.runs.Load())
+}
+
+// TestDoMisconfigurationPanics: a nil store and out-of-range options panic.
+func TestDoMisconfigurationPanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"nil store":     func() { _, _ = idempotency.Do(t.Context(), nil, "k", (&countingJob{}).fn) },
+		"lease":         func() { idempotency.DoLease(0) },
+		"retention":     func() { idempotency.DoRetention(-time.Second) },
+		"record":        func() { idempotency.DoRecordTimeout(0) },
+		"wait":          func() { idempotency.DoWait(-time.Second) },
+		"error handler": func() { idempotency.DoErrorHandler(nil) },
+	} {
+		t.Run(name, func(t *testing.T) { require.Panics(t, f) })
+	}
+}
+
+// A job delivered twice runs once: the second delivery gets the stored
+// result. Keyed by the business id, not by the queue's message id.
+func ExampleDo() {
+	s := store.NewMemory() // shared by every worker: a Redis or Postgres store
+	send := func(ctx context.Context) ([]byte, error) {
+		fmt.Println("sending the receipt of order 42")
+		return []byte("receipt sent"), nil
+	}
+	for range 2 {
+		result, err := idempotency.Do(context.Background(), s, "receipt:order-42", send)
+		fmt.Println(string(result), err)
+	}
+	// Output:
+	// sending the receipt of order 42
+	// receipt sent <nil>
+	// receipt sent <nil>
+}
