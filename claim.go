@@ -23,6 +23,7 @@ func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	m.writeRetryableProblem(w, r, problemKeyInFlight)
+	m.decided(r, c, OutcomeKeyInFlight)
 }
 
 // tryClaim makes one attempt at c's key: it runs the handler if it
@@ -34,11 +35,13 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 	}
 	claimedAt := time.Now()
 	rec, claimed, err := m.store.Claim(r.Context(), c.key, c.fingerprint, token, m.lease)
+	m.storeCalled(r.Context(), StoreClaim, claimedAt, err)
 	switch {
 	case err != nil:
 		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim: %w", err))
 		return true
 	case claimed:
+		m.waitEnded(r, c, WaitClaimed)
 		m.run(w, r, c, rec.Owner, claimedAt)
 		return true
 	default:
@@ -49,12 +52,15 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 // tryClaimInTx is tryClaim for a store that claims inside a transaction the
 // handler joins (store.TxStore).
 func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
+	claimedAt := m.storeStart()
 	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), c.key, c.fingerprint, token)
+	m.storeCalled(r.Context(), StoreClaim, claimedAt, err)
 	switch {
 	case err != nil:
 		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim in transaction: %w", err))
 		return true
 	case tx != nil:
+		m.waitEnded(r, c, WaitClaimed)
 		c.fence = rec.Owner.Fence
 		m.runInTx(w, withCall(r, txCtx, c), c, tx)
 		return true
@@ -68,18 +74,24 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 // completed record is replayed, an unreplayable one gets 409. It reports
 // whether it answered.
 func (m *middleware) answerFromRecord(w http.ResponseWriter, r *http.Request, c *call, rec store.Record) bool {
+	var outcome Outcome
 	switch {
 	case rec.Fingerprint != c.fingerprint:
 		m.writeProblem(w, r, problemKeyReused)
+		outcome = OutcomeKeyReused
 	case rec.State == store.StateCompleted && rec.Response != nil:
 		m.replay(w, rec.Response)
+		outcome = OutcomeReplayed
 	case rec.State == store.StateCompleted, rec.State == store.StateUnreplayable:
 		// A completed record without its response (a faulty store) is
 		// answered as one that could not be stored, never run again.
 		m.writeProblem(w, r, problemNotReplayable)
+		outcome = OutcomeNotReplayable
 	default:
 		return false
 	}
+	m.waitEnded(r, c, WaitAnswered)
+	m.decided(r, c, outcome)
 	return true
 }
 
@@ -97,21 +109,26 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, c *call
 	ended := r.Context().Err()
 	switch {
 	case ended != nil && c.waiting:
+		m.waitEnded(r, c, WaitInterrupted)
 		m.writeRetryableProblem(w, r, problemKeyInFlight)
+		m.decided(r, c, OutcomeKeyInFlight)
 		return
 	case ended != nil:
 		if !errors.Is(ended, context.Canceled) {
 			m.errorHandler(r, err)
 		}
 		m.writeRetryableProblem(w, r, problemRequestInterrupted)
+		m.decided(r, c, OutcomeRequestInterrupted)
 		return
 	}
 	m.errorHandler(r, err)
 	if m.failOpen && !c.waiting {
 		m.logger.WarnContext(r.Context(), "idempotency: store unavailable, running handler unprotected",
 			"method", r.Method, "path", r.URL.Path)
-		m.next.ServeHTTP(w, r)
+		m.unprotected(w, r, c, OutcomeFailOpen)
 		return
 	}
+	m.waitEnded(r, c, WaitFailed)
 	m.writeRetryableProblem(w, r, problemStoreUnavailable)
+	m.decided(r, c, OutcomeStoreUnavailable)
 }

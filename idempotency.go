@@ -29,6 +29,7 @@ import (
 	"errors"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/seed43327c4c/idempotency/httpx"
 	"github.com/seed43327c4c/idempotency/internal/canonjson"
@@ -83,10 +84,14 @@ type middleware struct {
 type call struct {
 	key         string // storage key: scope, method, route and client key
 	clientKey   string
+	scope       string
 	fingerprint string
 	fence       int64       // of the claim the handler runs under
 	doNotRecord atomic.Bool // set by the handler (DoNotRecord)
 	waiting     bool        // the key was found in flight, and the request waits (WithWait)
+	waitStart   time.Time   // of the wait, if waiting
+	handlerRan  bool        // for the observer (WithObserver):
+	handlerTime time.Duration
 	body        bufferedBody
 	rec         httpx.Recorder
 	lease       heldLease
@@ -104,15 +109,18 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, httpx.ErrKeyMissing):
 		if m.keyRequired {
 			m.writeProblem(w, r, problemKeyMissing)
+			m.decided(r, nil, OutcomeKeyMissing)
 			return
 		}
-		m.next.ServeHTTP(w, r)
+		m.unprotected(w, r, nil, OutcomeKeyMissing)
 		return
 	case err != nil:
 		m.writeProblem(w, r, problemKeyInvalid)
+		m.decided(r, nil, OutcomeKeyInvalid)
 		return
 	case m.keyValid != nil && !m.keyValid(clientKey):
 		m.writeProblem(w, r, problemKeyRefused)
+		m.decided(r, nil, OutcomeKeyInvalid)
 		return
 	}
 
@@ -122,9 +130,11 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errBodyTooLarge):
 		drainRefused(w, r)
 		m.writeProblem(w, r, problemBodyTooLarge)
+		m.decided(r, c, OutcomeBodyTooLarge)
 		return
 	case err != nil:
 		m.writeProblem(w, r, problemBodyUnreadable)
+		m.decided(r, c, OutcomeRequestInterrupted)
 		return
 	}
 	if r.Body != http.NoBody {
@@ -134,15 +144,15 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.canonicalJSON {
 		fingerprintBody = canonicalJSON(r, fingerprintBody)
 	}
-	var scope string
 	if m.scope != nil {
-		scope = m.scope(r)
+		c.scope = m.scope(r)
 	}
-	if scope == "" && m.scopeRequired {
+	if c.scope == "" && m.scopeRequired {
 		m.writeProblem(w, r, problemScopeMissing)
+		m.decided(r, c, OutcomeScopeMissing)
 		return
 	}
-	c.key = storageKey(scope, r.Method, m.route(r), clientKey)
+	c.key = storageKey(c.scope, r.Method, m.route(r), clientKey)
 	c.fingerprint = m.fingerprint(r, fingerprintBody)
 	c.body.rewind() // the scope, route or fingerprint function may have read r.Body
 	m.claim(w, r, c)

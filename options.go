@@ -40,6 +40,8 @@ type config struct {
 	errorHandler     func(r *http.Request, err error)
 	logger           *slog.Logger
 	replayHeaders    map[string]bool
+	observer         Observer // WithObserver; the zero Observer observes nothing
+	observeKeys      bool
 }
 
 func defaultConfig() *config {

@@ -64,7 +64,10 @@ func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) store.
 func (m *middleware) complete(r *http.Request, key string, owner store.Lease, resp *store.Response) {
 	ctx, cancel := m.recordContext(r)
 	defer cancel()
-	if err := m.store.Complete(ctx, key, owner, resp, m.retention); err != nil {
+	started := m.storeStart()
+	err := m.store.Complete(ctx, key, owner, resp, m.retention)
+	m.storeCalled(ctx, StoreComplete, started, err)
+	if err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: complete: %w", err))
 	}
 }
@@ -77,7 +80,10 @@ func (m *middleware) complete(r *http.Request, key string, owner store.Lease, re
 func (m *middleware) release(r *http.Request, key string, owner store.Lease) {
 	ctx, cancel := m.recordContext(r)
 	defer cancel()
-	if err := m.store.Release(ctx, key, owner); err != nil {
+	started := m.storeStart()
+	err := m.store.Release(ctx, key, owner)
+	m.storeCalled(ctx, StoreRelease, started, err)
+	if err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: release: %w", err))
 	}
 }
@@ -87,7 +93,10 @@ func (m *middleware) release(r *http.Request, key string, owner store.Lease) {
 func (m *middleware) rollback(r *http.Request, tx store.Tx) {
 	ctx, cancel := m.recordContext(r)
 	defer cancel()
-	if err := tx.Rollback(ctx); err != nil {
+	started := m.storeStart()
+	err := tx.Rollback(ctx)
+	m.storeCalled(ctx, StoreRollback, started, err)
+	if err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: rollback: %w", err))
 	}
 }

@@ -127,10 +127,13 @@ func (k *leaseKeeper) start(l *heldLease, now time.Time) {
 // renew asks the store, once, to extend l, giving it up to one lease to
 // answer. It records a success; a lease the store says is lost is no
 // longer renewed and is reported; any other error is reported, and a later
-// wake-up tries again. A renewal that answers after stop reports nothing.
+// wake-up tries again. A holder that is a renewalObserver is told of each
+// renewal. A renewal that answers after stop reports nothing.
 func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
 	ctx, cancel := context.WithDeadline(l.ctx, started.Add(k.lease))
+	called := time.Now()
 	err := l.store.Renew(ctx, l.key, l.owner, k.lease)
+	took := time.Since(called)
 	cancel()
 
 	k.mu.Lock()
@@ -146,6 +149,9 @@ func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
 	}
 	k.mu.Unlock()
 
+	if o, ok := l.holder.(renewalObserver); ok && held {
+		o.renewalDone(l.ctx, took, err)
+	}
 	switch {
 	case err == nil, !held:
 	case errors.Is(err, store.ErrNotOwner):
@@ -153,6 +159,13 @@ func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
 	default:
 		l.holder.renewalFailed(fmt.Errorf("idempotency: renew: %w", err))
 	}
+}
+
+// renewalObserver is a leaseHolder told of each renewal of its lease: how
+// long the store took, and its error (wrapping store.ErrNotOwner if the
+// lease was lost).
+type renewalObserver interface {
+	renewalDone(ctx context.Context, took time.Duration, err error)
 }
 
 // requestLease is the holder of a request's lease: the renewals carry the

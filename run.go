@@ -40,6 +40,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	c.holder = requestLease{m: m, r: r}
 	m.leases.keep(lease, &c.holder, m.store, c.key, owner, claimedAt)
 	decided := false
+	started := m.handlerStart()
 	defer func() {
 		if decided {
 			return
@@ -47,9 +48,12 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 		// The handler or the record policy panicked: the deferred call
 		// runs while panicking.
 		m.leases.stop(lease)
+		c.handlerEnded(started)
 		m.release(r, c.key, owner)
+		m.decided(r, c, OutcomeReleased)
 	}()
 	m.next.ServeHTTP(rec, r)
+	c.handlerEnded(started)
 	ended := r.Context().Err() != nil
 	release := m.releases(r, c, rec.Status(), ended, rec.Hijacked())
 	decided = true
@@ -71,6 +75,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 		m.complete(r, c.key, owner, &c.stored)
 	}
 	rec.Release() // the store has copied what it keeps of the response
+	m.decided(r, c, outcomeOf(release))
 }
 
 // runInTx runs the handler inside the claim's transaction, with c in its
@@ -93,12 +98,16 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx store.Tx) {
 	held := httpx.NewHeld(w)
 	decided := false
+	started := m.handlerStart()
 	defer func() {
 		if !decided { // the handler or the record policy panicked
+			c.handlerEnded(started)
 			m.rollback(r, tx)
+			m.decided(r, c, OutcomeReleased)
 		}
 	}()
 	m.next.ServeHTTP(held, r)
+	c.handlerEnded(started)
 	status := held.Status()
 	if !held.Wrote() {
 		status = 0 // as run sees it: 200 only if the request was not cut short
@@ -111,9 +120,10 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx
 		m.rollback(r, tx)
 		if status == 0 && ended {
 			m.writeRetryableProblem(w, r, problemRequestInterrupted)
-			return
+		} else {
+			held.Send()
 		}
-		held.Send()
+		m.decided(r, c, OutcomeReleased)
 		return
 	}
 	var resp *store.Response
@@ -122,12 +132,25 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx
 		resp = &stored
 	}
 	ctx, cancel := m.recordContext(r)
+	committedAt := m.storeStart()
 	err := tx.Commit(ctx, resp, m.retention)
+	m.storeCalled(ctx, StoreCommit, committedAt, err)
 	cancel()
 	if err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))
 		m.writeRetryableProblem(w, r, problemCommitFailed)
+		m.decided(r, c, OutcomeStoreUnavailable)
 		return
 	}
 	held.Send()
+	m.decided(r, c, OutcomeExecuted)
+}
+
+// outcomeOf is the outcome of a request whose handler ran under its
+// claim, released or recorded.
+func outcomeOf(released bool) Outcome {
+	if released {
+		return OutcomeReleased
+	}
+	return OutcomeExecuted
 }

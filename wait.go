@@ -18,8 +18,8 @@ const (
 // timeout does, with 409. A poll the store fails gets 503, never the
 // handler run unprotected (see storeFailed).
 func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *call, token string) {
-	c.waiting = true
-	deadline := time.Now().Add(m.wait)
+	c.waiting, c.waitStart = true, time.Now()
+	deadline := c.waitStart.Add(m.wait)
 	poll := min(firstPoll, m.wait)
 	timer := time.NewTimer(poll)
 	defer timer.Stop()
@@ -31,7 +31,9 @@ func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *ca
 		// Checked whichever woke the loop: when both were ready, select may
 		// have taken the timer, and an ended request must not claim.
 		if r.Context().Err() != nil {
+			m.waitEnded(r, c, WaitInterrupted)
 			m.writeRetryableProblem(w, r, problemKeyInFlight)
+			m.decided(r, c, OutcomeKeyInFlight)
 			return
 		}
 		if m.tryClaim(w, r, c, token) {
@@ -39,7 +41,9 @@ func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *ca
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
+			m.waitEnded(r, c, WaitTimedOut)
 			m.writeRetryableProblem(w, r, problemKeyInFlight)
+			m.decided(r, c, OutcomeKeyInFlight)
 			return
 		}
 		poll = min(2*poll, maxPoll, left)
