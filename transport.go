@@ -1,0 +1,217 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seed43327c4c/idempotency/httpx"
+)
+
+// NewTransport returns a client http.RoundTripper over base (nil:
+// http.DefaultTransport) that makes POST and PATCH requests safe to retry.
+// A request without an Idempotency-Key gets a random one (26 characters of
+// base32, 130 bits), the same on every retry; its body is replayed through
+// GetBody, or buffered up to a limit (TransportMaxBodyBytes; a longer body
+// is sent once, unretried). It retries transport errors, 409 key-in-flight,
+// 429 and 503, with exponential backoff and jitter, waiting at least the
+// Retry-After, within an attempt and time budget; never any other status.
+// It stops when the request's context ends. SentKey and Replayed tell what
+// the final response answered. Other methods pass through untouched.
+func NewTransport(base http.RoundTripper, opts ...TransportOption) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	t := &transport{base: base, transportConfig: defaultTransportConfig()}
+	for _, opt := range opts {
+		opt(&t.transportConfig)
+	}
+	return t
+}
+
+// SentKey returns the Idempotency-Key the request answered by resp was
+// sent with: the transport's own, or the caller's.
+func SentKey(resp *http.Response) string {
+	if resp == nil || resp.Request == nil {
+		return ""
+	}
+	return resp.Request.Header.Get(httpx.KeyHeader)
+}
+
+// Replayed reports whether resp is a stored response replayed by the
+// server (Idempotent-Replayed: true), not the answer of a run of its own.
+func Replayed(resp *http.Response) bool {
+	return resp != nil && resp.Header.Get(replayedHeader) == "true"
+}
+
+type transport struct {
+	base http.RoundTripper
+	transportConfig
+}
+
+// keyedRequest is the copy of a request the transport gives a key, and
+// the key's header value, in one allocation.
+type keyedRequest struct {
+	req http.Request
+	key [1]string
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost && req.Method != http.MethodPatch {
+		return t.base.RoundTrip(req)
+	}
+	if req.Header.Get(httpx.KeyHeader) == "" {
+		k := &keyedRequest{req: *req, key: [1]string{crand.Text()}}
+		k.req.Header = make(http.Header, len(req.Header)+1)
+		for name, values := range req.Header {
+			k.req.Header[name] = values // shared, never changed
+		}
+		k.req.Header[httpx.KeyHeader] = k.key[:]
+		req = &k.req
+	}
+	getBody, err := t.replayableBody(req)
+	if err != nil {
+		return nil, err
+	}
+	if getBody == nil { // too long to keep: sent once
+		return t.base.RoundTrip(req)
+	}
+	return t.send(req, getBody)
+}
+
+// send sends req, whose body getBody renews, until an answer that is not
+// retried, or the budget or req's context ends.
+func (t *transport) send(req *http.Request, getBody func() (io.ReadCloser, error)) (*http.Response, error) {
+	ctx := req.Context()
+	start := time.Now()
+	delay := t.firstDelay
+	sent := req
+	for attempt := 1; ; attempt++ {
+		resp, err := t.base.RoundTrip(sent)
+		retry, after := retryable(resp, err)
+		if !retry || attempt == t.maxAttempts || ctx.Err() != nil {
+			return resp, err
+		}
+		wait := max(delay/2+rand.N(delay/2+1), after)
+		if time.Since(start)+wait > t.maxElapsed {
+			return resp, err
+		}
+		if resp != nil {
+			drain(resp.Body)
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+		delay = min(2*delay, t.maxDelay)
+		next := *req
+		if next.Body, err = getBody(); err != nil {
+			return nil, err
+		}
+		sent = &next
+	}
+}
+
+// replayableBody returns a function that gives req's body afresh for a
+// retry, buffering it if req has no GetBody, or nil if the body is over
+// the limit: req's body is then what was read of it and the rest.
+func (t *transport) replayableBody(req *http.Request) (func() (io.ReadCloser, error), error) {
+	switch {
+	case req.Body == nil || req.Body == http.NoBody:
+		return func() (io.ReadCloser, error) { return http.NoBody, nil }, nil
+	case req.GetBody != nil:
+		return req.GetBody, nil
+	}
+	body := req.Body
+	buffered, err := io.ReadAll(io.LimitReader(body, t.maxBodyBytes+1))
+	if err != nil {
+		_ = body.Close()
+		return nil, err
+	}
+	if int64(len(buffered)) > t.maxBodyBytes {
+		req.Body = readCloser{io.MultiReader(bytes.NewReader(buffered), body), body}
+		return nil, nil
+	}
+	_ = body.Close()
+	getBody := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buffered)), nil }
+	req.Body, _ = getBody()
+	return getBody, nil
+}
+
+// retryable reports whether the answer to an attempt is worth another, and
+// the Retry-After the server asked for.
+func retryable(resp *http.Response, err error) (retry bool, after time.Duration) {
+	if err != nil {
+		return true, 0
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	case http.StatusConflict:
+		if problemType(resp) != ProblemKeyInFlight {
+			return false, 0
+		}
+	default:
+		return false, 0
+	}
+	return true, retryAfter(resp.Header.Get("Retry-After"))
+}
+
+// problemType returns the type of a problem+json response, leaving its
+// body to be read again.
+func problemType(resp *http.Response) string {
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		return ""
+	}
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	var p struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(head, &p)
+	return p.Type
+}
+
+// retryAfter parses a Retry-After header, in seconds or as an HTTP date.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return max(time.Until(at), 0)
+	}
+	return 0
+}
+
+// sleep waits d, or until ctx ends, with its error.
+func sleep(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// drain reads what is left of a response that is not returned, so its
+// connection may be reused, and closes it.
+func drain(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	_ = body.Close()
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
