@@ -57,4 +57,5 @@ var openers = map[string]opener{
 	"memory":   openMemory,
 	"redis":    openRedis,
 	"postgres": openPostgres,
+	"sqlite":   openSQLite,
 }

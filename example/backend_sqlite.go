@@ -9,8 +9,6 @@ import (
 	sqlitestore "github.com/seed43327c4c/idempotency/store_sqlite"
 )
 
-func init() { openers["sqlite"] = openSQLite }
-
 // sqlitePaymentsSchema is the ledger's table, with an index for listing
 // one account's payments in the order they were made (rowid order). The
 // idempotency table comes from sqlitestore's own schema through Migrate.

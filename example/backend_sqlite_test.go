@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +59,8 @@ func tableMissing(db *sql.DB, table string) bool {
 func TestExampleStormSQLite(t *testing.T) {
 	f := newSQLiteFile(t)
 	p := startExample(t, "-sqlite-path", f.path, "-workers", "4", "-delay", "300ms")
-	assert.Contains(t, p.Log(), "store=sqlite", "with several workers the example defaults to SQLite")
+	firstLine, _, _ := strings.Cut(p.Log(), "\n")
+	assert.Contains(t, firstLine, "store=sqlite", "with several workers the example defaults to SQLite, and its first log line says so")
 	res := runStorm(t, p.URL, 100, 20)
 	assert.Greater(t, len(res.workers), 1, "answers came from several worker processes")
 	assert.Positive(t, res.conflicts, "no duplicate arrived while its first request was running")

@@ -63,7 +63,7 @@ func superviseWorkers(ctx context.Context, cfg config, logger *slog.Logger) erro
 		cmd.SysProcAttr = workerAttr()
 		return cmd
 	}}
-	logger.Info("supervisor started", "pid", os.Getpid(), "workers", cfg.workers)
+	logger.Info("supervisor started", "pid", os.Getpid(), "workers", cfg.workers, "store", cfg.store)
 	if err := s.run(ctx); err != nil {
 		return err
 	}
