@@ -15,6 +15,8 @@ func TestExampleStormMemory(t *testing.T) {
 	require.Len(t, pids, 1)
 	assert.Equal(t, map[string]int{strconv.Itoa(pids[0]): 100 * 20}, res.workers)
 	assert.Positive(t, res.conflicts, "no duplicate arrived while its first request was running")
+	assert.Equal(t, res.replays, replaysPerWorker(t, p.URL, []string{strconv.Itoa(pids[0])}),
+		"idempotency_requests_total{idempotency_outcome=\"replayed\"} counts the replays the clients saw")
 	p.Stop()
 	assert.Contains(t, p.Log(), `msg="worker stopping"`)
 }

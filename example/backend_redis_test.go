@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -27,6 +28,8 @@ func TestExampleStormRedis(t *testing.T) {
 	res := runStorm(t, p.URL, 100, 20)
 	assert.Len(t, res.workers, 4, "every worker answered some of the storm: %v", res.workers)
 	assert.Positive(t, res.conflicts, "no duplicate arrived while its first request was running")
+	assert.Equal(t, res.replays, replaysPerWorker(t, p.URL, slices.Collect(maps.Keys(res.workers))),
+		"each worker's idempotency_requests_total{idempotency_outcome=\"replayed\"} counts the replays its clients saw")
 }
 
 // TestExampleRedisOutage: while Redis is down, protected requests get 503

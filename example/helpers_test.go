@@ -190,6 +190,7 @@ type stormContent struct {
 type stormResult struct {
 	conflicts int            // 409 answers, each retried
 	workers   map[string]int // final answers per X-Worker-Pid
+	replays   map[string]int // replayed final answers per X-Worker-Pid
 }
 
 // retryTimeout is how long a client of the storm retries 409s before it
@@ -218,7 +219,7 @@ func runStorm(t testing.TB, baseURL string, keys, dups int) stormResult {
 	began := time.Now()
 
 	answers := make([][]stormResponse, keys)
-	res := stormResult{workers: map[string]int{}}
+	res := stormResult{workers: map[string]int{}, replays: map[string]int{}}
 	var mu sync.Mutex
 	var failures []string
 	fail := func(format string, args ...any) {
@@ -249,6 +250,9 @@ func runStorm(t testing.TB, baseURL string, keys, dups int) stormResult {
 					answers[k][d] = resp
 					res.conflicts += conflicts
 					res.workers[resp.worker]++
+					if resp.replayed {
+						res.replays[resp.worker]++
+					}
 				})
 			}
 			close(start)

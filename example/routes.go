@@ -40,8 +40,9 @@ func (a *api) routes(idem func(http.Handler) http.Handler) http.Handler {
 // records go to st, or to the middleware's default in-memory store when st
 // is nil. The scope is the caller's account, and is required: the same key
 // from two accounts is two requests, and one account never gets another's
-// stored response replayed (see docs/usage.md, "Scope: set it").
-func newMiddleware(st store.Store, lease time.Duration, logger *slog.Logger) func(http.Handler) http.Handler {
+// stored response replayed (see docs/usage.md, "Scope: set it"). extra
+// options go last.
+func newMiddleware(st store.Store, lease time.Duration, logger *slog.Logger, extra ...idempotency.Option) func(http.Handler) http.Handler {
 	opts := []idempotency.Option{
 		idempotency.WithKeyRequired(),
 		idempotency.WithScope(account),
@@ -52,7 +53,7 @@ func newMiddleware(st store.Store, lease time.Duration, logger *slog.Logger) fun
 	if st != nil {
 		opts = append(opts, idempotency.WithStore(st))
 	}
-	return idempotency.New(opts...)
+	return idempotency.New(append(opts, extra...)...)
 }
 
 // pid is this process's id, as the X-Worker-Pid header shows it.

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/seed43327c4c/idempotency"
 )
 
 // shutdownTimeout is how long a stopping worker waits for the requests in
@@ -16,7 +18,8 @@ const shutdownTimeout = 15 * time.Second
 
 // serve runs one worker: it opens the backend, listens on cfg.addr (shared
 // with the other workers when there are several), and serves until ctx
-// ends, then shuts down gracefully.
+// ends, then shuts down gracefully. GET /metrics serves this worker's own
+// metrics (newMetrics).
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	st, led, closeBackend, err := openBackend(ctx, cfg, backendTimeout)
 	if err != nil {
@@ -32,9 +35,14 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	m, err := newMetrics()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = m.shutdown(context.Background()) }()
 	a := &api{ledger: led, delay: cfg.delay, log: logger}
 	srv := &http.Server{
-		Handler: a.routes(newMiddleware(st, cfg.lease, logger)),
+		Handler: withMetrics(m, a.routes(newMiddleware(st, cfg.lease, logger, idempotency.WithObserver(m.observer)))),
 		// A client gets this long to send its request line and headers,
 		// so connections that open and then send nothing do not pile up.
 		ReadHeaderTimeout: 10 * time.Second,
