@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -310,4 +311,35 @@ func eventually(t *testing.T, what string, within time.Duration, cond func() boo
 			t.Fatalf("waited %v for: %s", within, what)
 		}
 	}
+}
+
+// serverWork is what INFO commandstats counts on a server: the commands it
+// ran and the microseconds it spent in them, INFO's own calls left out.
+type serverWork struct{ calls, usec int64 }
+
+// commandStat matches one command's line of INFO commandstats.
+var commandStat = regexp.MustCompile(`(?m)^cmdstat_([^:]+):calls=(\d+),usec=(\d+),`)
+
+// serverWorkOf returns the work INFO commandstats has counted so far on
+// client's server.
+func serverWorkOf(tb testing.TB, client redis.UniversalClient) serverWork {
+	tb.Helper()
+	info, err := client.Info(context.Background(), "commandstats").Result()
+	require.NoError(tb, err)
+	var w serverWork
+	for _, m := range commandStat.FindAllStringSubmatch(info, -1) {
+		if m[1] == "info" {
+			continue
+		}
+		calls, _ := strconv.ParseInt(m[2], 10, 64)
+		usec, _ := strconv.ParseInt(m[3], 10, 64)
+		w.calls += calls
+		w.usec += usec
+	}
+	return w
+}
+
+// since returns the work done between earlier and w.
+func (w serverWork) since(earlier serverWork) serverWork {
+	return serverWork{calls: w.calls - earlier.calls, usec: w.usec - earlier.usec}
 }

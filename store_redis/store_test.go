@@ -404,44 +404,98 @@ func serveWithin(t *testing.T, bound time.Duration, h http.Handler) int {
 	}
 }
 
-// benchGoroutines is how many goroutines share the store in
-// BenchmarkClaimComplete; .ci/bench-redis gives redis-benchmark as many
-// clients.
+// benchGoroutines is how many goroutines share the store in the
+// benchmarks; .ci/bench-redis gives redis-benchmark as many clients.
 const benchGoroutines = 32
+
+// benchResponse is the small JSON response the benchmarks complete with.
+var benchResponse = &store.Response{
+	Status: http.StatusCreated,
+	Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/pay_123"}},
+	Body:   []byte(`{"id":"pay_123","amount":1000,"currency":"eur","status":"succeeded"}`),
+}
 
 // BenchmarkClaimComplete measures what a first request costs the store:
 // a Claim of a fresh key and a Complete with a small JSON response, from
-// 32 goroutines sharing one store on REDIS_URL. It reports pairs/s; each
-// pair is two EVALSHA commands. .ci/bench-redis sets it beside
-// redis-benchmark running the claim script on the same server.
+// 32 goroutines sharing one store on REDIS_URL. It reports pairs/s, and
+// from INFO commandstats the commands the server ran and the microseconds
+// it spent per pair (exact only on a server nothing else uses, as
+// .ci/bench-redis starts), and the MEMORY USAGE of one completed record.
 func BenchmarkClaimComplete(b *testing.B) {
-	s, _ := newStore(b, standalone(b), redisstore.WithAbandonedRetention(time.Minute))
-	resp := &store.Response{
-		Status: http.StatusCreated,
-		Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/pay_123"}},
-		Body:   []byte(`{"id":"pay_123","amount":1000,"currency":"eur","status":"succeeded"}`),
-	}
+	client := standalone(b)
+	s, prefix := newStore(b, client, redisstore.WithAbandonedRetention(time.Minute))
 	ctx := b.Context()
+	claimComplete(b, s, "warm-up") // loads the scripts
+	before := serverWorkOf(b, client)
 	var next atomic.Int64
-	var wg sync.WaitGroup
 	b.ResetTimer()
-	for range benchGoroutines {
-		wg.Go(func() {
-			token := rand.Text()
-			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-				key := strconv.FormatInt(i, 10)
-				rec, claimed, err := s.Claim(ctx, key, "fp", token, time.Minute)
-				if err != nil || !claimed {
-					b.Errorf("Claim(%q) = claimed %v, %v", key, claimed, err)
-					return
-				}
-				if err := s.Complete(ctx, key, rec.Owner, resp, time.Minute); err != nil {
-					b.Errorf("Complete(%q) = %v", key, err)
-					return
-				}
+	inParallel(func() {
+		for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+			if !claimComplete(b, s, strconv.FormatInt(i, 10)) {
+				return
 			}
-		})
+		}
+	})
+	b.StopTimer()
+	reportServerWork(b, serverWorkOf(b, client).since(before), "pair")
+	bytes, err := client.MemoryUsage(ctx, recordKey(prefix, "1"), 0).Result()
+	require.NoError(b, err)
+	b.ReportMetric(float64(bytes), "record-bytes")
+}
+
+// BenchmarkReplay measures what a replay costs the store: Claims of one
+// completed key from 32 goroutines. It reports replays/s, and the server's
+// commands and microseconds per replay as BenchmarkClaimComplete does.
+func BenchmarkReplay(b *testing.B) {
+	client := standalone(b)
+	s, _ := newStore(b, client)
+	ctx := b.Context()
+	claimComplete(b, s, "done")
+	before := serverWorkOf(b, client)
+	var next atomic.Int64
+	b.ResetTimer()
+	inParallel(func() {
+		for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+			rec, claimed, err := s.Claim(ctx, "done", "fp", "replay", time.Minute)
+			if err != nil || claimed || rec.Response == nil {
+				b.Errorf("Claim of a completed key = %+v, claimed %v, %v", rec, claimed, err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	reportServerWork(b, serverWorkOf(b, client).since(before), "replay")
+}
+
+// claimComplete claims key and completes it with benchResponse, reporting
+// whether both succeeded; a failure is reported on b.
+func claimComplete(b *testing.B, s *redisstore.Store, key string) bool {
+	rec, claimed, err := s.Claim(b.Context(), key, "fp", rand.Text(), time.Minute)
+	if err != nil || !claimed {
+		b.Errorf("Claim(%q) = claimed %v, %v", key, claimed, err)
+		return false
+	}
+	if err := s.Complete(b.Context(), key, rec.Owner, benchResponse, time.Minute); err != nil {
+		b.Errorf("Complete(%q) = %v", key, err)
+		return false
+	}
+	return true
+}
+
+// inParallel runs loop in benchGoroutines goroutines and waits for them.
+func inParallel(loop func()) {
+	var wg sync.WaitGroup
+	for range benchGoroutines {
+		wg.Go(loop)
 	}
 	wg.Wait()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+}
+
+// reportServerWork reports b.N operations per second, and per operation
+// the commands and microseconds of work, naming the operation per.
+func reportServerWork(b *testing.B, work serverWork, per string) {
+	n := float64(b.N)
+	b.ReportMetric(n/b.Elapsed().Seconds(), per+"s/s")
+	b.ReportMetric(float64(work.calls)/n, "server-cmds/"+per)
+	b.ReportMetric(float64(work.usec)/n, "server-µs/"+per)
 }
