@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/seed43327c4c/idempotency/internal/sweeper"
 )
 
 // deleteExpiredSQL deletes up to $1 rows stored in pages $3 to $4 - 1 of
@@ -110,21 +112,7 @@ func (s *Store) StartSweeper(ctx context.Context, interval time.Duration) <-chan
 	if interval == 0 {
 		interval = DefaultSweepInterval
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		for {
-			s.sweep(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-		}
-	}()
-	return done
+	return sweeper.Start(ctx, interval, s.sweep)
 }
 
 // sweep reads the table once, sweepPages pages at a time, deleting the

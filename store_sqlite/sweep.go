@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/seed43327c4c/idempotency/internal/sweeper"
 )
 
 // deleteExpiredSQL deletes up to ?1 rows that have expired on SQLite's
@@ -64,21 +66,7 @@ func (s *Store) StartSweeper(ctx context.Context, interval time.Duration) <-chan
 	if interval == 0 {
 		interval = DefaultSweepInterval
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		for {
-			s.sweep(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-		}
-	}()
-	return done
+	return sweeper.Start(ctx, interval, s.sweep)
 }
 
 // sweep deletes batches until one comes back short or ctx is done.
