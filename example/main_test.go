@@ -77,6 +77,9 @@ func raceBuilt() bool {
 }
 
 func TestMain(m *testing.M) {
+	if backend := os.Getenv(jobWorkerEnv); backend != "" {
+		os.Exit(runJobWorker(backend)) // a job worker of jobs_test.go
+	}
 	code := m.Run()
 	if exampleBuild.dir != "" {
 		_ = os.RemoveAll(exampleBuild.dir)
