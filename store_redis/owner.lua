@@ -1,10 +1,11 @@
 -- owner: the guard that opens renew, complete and release. It returns false
 -- (a nil reply) unless the record is in flight under the caller's token and
--- fencing number.
+-- fencing number, a token never being empty; rec then holds state, token,
+-- fence and abandoned.
 -- KEYS[1] record hash
 -- ARGV[1] token of the caller
 -- ARGV[2] fencing number of the caller
-local rec = redis.call('HMGET', KEYS[1], 'state', 'token', 'fence')
-if rec[1] ~= '1' or rec[2] ~= ARGV[1] or tonumber(rec[3]) ~= tonumber(ARGV[2]) then
+local rec = redis.call('HMGET', KEYS[1], 'state', 'token', 'fence', 'abandoned')
+if rec[1] ~= '1' or rec[2] ~= ARGV[1] or ARGV[1] == '' or tonumber(rec[3]) ~= tonumber(ARGV[2]) then
   return false
 end

@@ -153,7 +153,7 @@ func (s *Store) ackedClaim(ctx context.Context, keys []string, owner store.Lease
 	if err == nil {
 		return nil
 	}
-	release := releaseScript.Run(context.WithoutCancel(ctx), s.client, keys, owner.Token, owner.Fence).Err()
+	release := releaseScript.Run(context.WithoutCancel(ctx), s.client, keys, owner.Token, owner.Fence, s.leaseKeys).Err()
 	if release != nil && !errors.Is(release, redis.Nil) {
 		err = errors.Join(err, fmt.Errorf("redisstore: release of the unacknowledged claim: %w", release))
 	}

@@ -7,9 +7,10 @@ import (
 )
 
 // Each operation is one Lua script, run with EVALSHA (and EVAL once, the
-// first time a server has not seen it). Every script touches only the two
-// keys of one record, which share a hash tag and so a Cluster slot. The
-// .lua files document their KEYS, ARGV and replies.
+// first time a server has not seen it). Every script touches only the key
+// of one record and its lease key of the two-key layout, which share a
+// hash tag and so a Cluster slot. The .lua files document their KEYS, ARGV
+// and replies.
 var (
 	//go:embed claim.lua
 	claimLua string
@@ -24,7 +25,7 @@ var (
 	//go:embed completed.lua
 	completedLua string
 
-	// claimScript replies {1, fence} when it claimed the key, or the
+	// claimScript replies {1, fence, ms left} when it claimed the key, or the
 	// existing record: {0, state, fingerprint, fence, ms left[, status,
 	// header, body]}.
 	claimScript = redis.NewScript(claimLua)

@@ -3,18 +3,20 @@
 // record per key.
 //
 // Each Store method is one round trip: a Lua script that reads and writes
-// the key's record atomically. Leases and retention are Redis key expiries,
-// so they run on the Redis server's clock. A record lives in two keys that
-// share a hash tag, and so a Cluster slot:
+// the key's record atomically. A record is one key, a hash:
 //
-//	<prefix>{<hash>}        hash: state, fingerprint, token, fence, status, header, body
-//	<prefix>{<hash>}:lease  the owner's token, expiring with the lease
+//	<prefix>{<hash>}  state, fingerprint, fence, token, abandoned; once done also status, header, body
 //
 // where <hash> is store.HashKey of the key: its SHA-256 in hex. The
 // middleware's keys are binary and as long as the client's key, route and
 // scope; hashed, every key name has one short length and shows nothing of
 // the client's key or scope, no key can hold a brace that would end its
-// tag, and no two keys collide.
+// tag, and no two keys collide. A done record's token is empty, a
+// released one has none. Leases and retention are the key's expiry,
+// so they run on the Redis server's clock: an in-flight record expires
+// its abandoned retention after its lease, so the lease left is the time
+// left minus that retention. A record of the two-key layout, whose lease
+// was the key <prefix>{<hash>}:lease in the same slot, is still honoured.
 package redisstore
 
 import (
@@ -40,6 +42,7 @@ type Store struct {
 	prefix    string
 	abandoned time.Duration
 	replicas  *replicaAcks // nil: writes do not wait for replicas
+	leaseKeys string       // "1": leases are written to lease keys too
 }
 
 // Option configures a Store built by New.
@@ -69,6 +72,16 @@ func WithAbandonedRetention(d time.Duration) Option {
 	return func(s *Store) { s.abandoned = d }
 }
 
+// WithLegacyLeaseKeys makes the store also write each lease to a key of
+// its own, <prefix>{<hash>}:lease, as the two-key layout of earlier
+// versions of this package keeps and reads it, so that processes still
+// running such a version honour the leases this store takes. Use it while
+// they run beside this one (a rolling upgrade), then drop it. It adds a
+// command to each claim, renew, complete and release. Off by default.
+func WithLegacyLeaseKeys() Option {
+	return func(s *Store) { s.leaseKeys = "1" }
+}
+
 // New returns a store that keeps its records through client, which may be a
 // *redis.Client, a Sentinel *redis.Client or a *redis.ClusterClient. New
 // never dials: the first method call uses the client's pool. The client
@@ -89,8 +102,8 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	return s
 }
 
-// keys returns the Redis keys of key's record and lease, which share
-// key's hash as their hash tag.
+// keys returns the Redis keys of key's record and of its lease in the
+// two-key layout, which share key's hash as their hash tag.
 func (s *Store) keys(key string) []string {
 	record := s.prefix + "{" + store.HashKey(key) + "}"
 	return []string{record, record + ":lease"}
@@ -107,8 +120,9 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", store.ErrEmptyToken)
 	}
 	keys := s.keys(key)
+	leaseMs, lifeMs := millis(lease), millis(s.inFlightLife(lease))
 	cmd, acks := s.eval(ctx, claimScript, keys,
-		fingerprint, token, millis(lease), millis(s.inFlightLife(lease)))
+		fingerprint, token, leaseMs, lifeMs, lifeMs-leaseMs, s.leaseKeys)
 	v, err := cmd.Slice()
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
@@ -152,10 +166,10 @@ func decodeClaim(r *reply, fingerprint, token string) (store.Record, bool, error
 }
 
 // Renew implements store.Store. The lease is reset to lease from now on
-// the Redis clock.
+// the Redis clock, and the record's expiry to its abandoned retention
+// after that.
 func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
-	cmd, acks := s.eval(ctx, renewScript, s.keys(key),
-		owner.Token, owner.Fence, millis(lease), millis(s.inFlightLife(lease)))
+	cmd, acks := s.eval(ctx, renewScript, s.keys(key), owner.Token, owner.Fence, millis(lease), s.leaseKeys)
 	if err := ownerErr("renew", cmd.Err()); err != nil {
 		return err
 	}
@@ -169,7 +183,7 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 	if resp != nil {
 		state, status, header, body = store.StateCompleted, resp.Status, encodeHeader(resp.Header), resp.Body
 	}
-	args := []any{owner.Token, owner.Fence, millis(retention), int(state), status, header, body}
+	args := []any{owner.Token, owner.Fence, millis(retention), int(state), status, header, body, s.leaseKeys}
 	if s.replicas != nil {
 		return s.completeAcked(ctx, s.keys(key), args)
 	}
@@ -177,11 +191,11 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 }
 
 // Release implements store.Store. The record is not deleted: it stays in
-// flight with neither lease nor token for the rest of its lifetime (see
+// flight with no token, and so no lease, for the rest of its lifetime (see
 // WithAbandonedRetention), so the next claim takes it over with a higher
 // fencing number than the releasing owner's.
 func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
-	cmd, acks := s.eval(ctx, releaseScript, s.keys(key), owner.Token, owner.Fence)
+	cmd, acks := s.eval(ctx, releaseScript, s.keys(key), owner.Token, owner.Fence, s.leaseKeys)
 	if err := ownerErr("release", cmd.Err()); err != nil {
 		return err
 	}
