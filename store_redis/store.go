@@ -30,6 +30,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seed43327c4c/idempotency/internal/headercodec"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -160,7 +161,7 @@ func decodeClaim(r *reply, fingerprint, token string) (store.Record, bool, error
 		return rec, false, r.err()
 	}
 	status, err := strconv.Atoi(r.str(5))
-	header, herr := decodeHeader([]byte(r.str(6)))
+	header, herr := headercodec.Decode([]byte(r.str(6)))
 	rec.Response = &store.Response{Status: status, Header: header, Body: []byte(r.str(7))}
 	return rec, false, errors.Join(r.err(), err, herr)
 }
@@ -181,7 +182,7 @@ func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease 
 func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
 	state, status, header, body := store.StateUnreplayable, 0, []byte(nil), []byte(nil)
 	if resp != nil {
-		state, status, header, body = store.StateCompleted, resp.Status, encodeHeader(resp.Header), resp.Body
+		state, status, header, body = store.StateCompleted, resp.Status, headercodec.Encode(resp.Header), resp.Body
 	}
 	args := []any{owner.Token, owner.Fence, millis(retention), int(state), status, header, body, s.leaseKeys}
 	if s.replicas != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed43327c4c/idempotency/internal/headercodec"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -153,7 +154,7 @@ func storePair(s *Store) func(ctx context.Context, key string) error {
 // directPair makes one pair with the store's statements run on db, their
 // arguments as the store passes them.
 func directPair(db *sql.DB) func(ctx context.Context, key string) error {
-	header := encodeHeader(benchResponse.Header)
+	header := headercodec.Encode(benchResponse.Header)
 	return func(ctx context.Context, key string) error {
 		var claimed bool
 		var state, fence, ttl int64

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seed43327c4c/idempotency/internal/headercodec"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -82,7 +83,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		rec.Owner.Token = token
 	}
 	if rec.State == store.StateCompleted && status.Valid {
-		h, err := decodeHeader(header)
+		h, err := headercodec.Decode(header)
 		if err != nil {
 			return store.Record{}, false, fmt.Errorf("sqlitestore: claim: %w", err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/seed43327c4c/idempotency/internal/headercodec"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -47,7 +48,7 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 			int(store.StateUnreplayable), nil, nil, nil, retention.Milliseconds())
 	}
 	return s.ownerExec(ctx, "complete", completeSQL, key, owner,
-		int(store.StateCompleted), resp.Status, encodeHeader(resp.Header), resp.Body, retention.Milliseconds())
+		int(store.StateCompleted), resp.Status, headercodec.Encode(resp.Header), resp.Body, retention.Milliseconds())
 }
 
 // Release implements store.Store: one UPDATE. The row is not deleted: it

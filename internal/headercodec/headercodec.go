@@ -1,4 +1,9 @@
-package redisstore
+// Package headercodec turns an http.Header into bytes a store can keep,
+// and back: for each value, names sorted and each name's values in their
+// order, the name and then the value, each after its length as a uvarint.
+// Every byte of a name or value round-trips, and names keep their
+// spelling, canonical or not.
+package headercodec
 
 import (
 	"encoding/binary"
@@ -8,11 +13,12 @@ import (
 	"slices"
 )
 
-// encodeHeader writes h as (name, value) pairs, names sorted and each
-// name's values in their order, every string preceded by its length as a
-// uvarint. Any bytes round-trip, and names are kept as written, canonical
-// or not. An empty or nil header encodes to no bytes.
-func encodeHeader(h http.Header) []byte {
+// ErrCorrupt means the bytes given to Decode are not what Encode writes.
+var ErrCorrupt = errors.New("stored header is corrupt")
+
+// Encode returns h's bytes. A header without values, nil or not, encodes
+// to none (nil); a name without values is dropped.
+func Encode(h http.Header) []byte {
 	var b []byte
 	for _, name := range slices.Sorted(maps.Keys(h)) {
 		for _, value := range h[name] {
@@ -25,20 +31,18 @@ func encodeHeader(h http.Header) []byte {
 	return b
 }
 
-var errCorruptHeader = errors.New("redisstore: stored header is corrupt")
-
-// decodeHeader reads what encodeHeader wrote. No bytes decode to a nil
-// header.
-func decodeHeader(b []byte) (http.Header, error) {
+// Decode returns the header Encode wrote as b, or ErrCorrupt. No bytes
+// decode to a nil header.
+func Decode(b []byte) (http.Header, error) {
 	var h http.Header
 	for len(b) > 0 {
 		name, rest, ok := cutString(b)
 		if !ok {
-			return nil, errCorruptHeader
+			return nil, ErrCorrupt
 		}
 		value, rest, ok := cutString(rest)
 		if !ok {
-			return nil, errCorruptHeader
+			return nil, ErrCorrupt
 		}
 		if h == nil {
 			h = make(http.Header)
