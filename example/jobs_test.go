@@ -28,10 +28,11 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 	pgstore "github.com/seed43327c4c/idempotency/store_postgres"
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
+	sqlitestore "github.com/seed43327c4c/idempotency/store_sqlite"
 )
 
-// The environment of a job worker: its backend (redis, postgres or
-// postgres-tx), the backend's URL, the prefix of its job keys, how many
+// The environment of a job worker: its backend (redis, postgres,
+// postgres-tx or sqlite), the backend's URL (for sqlite, the file's path), the prefix of its job keys, how many
 // jobs there are, and how long each job's work takes.
 const (
 	jobWorkerEnv = "IDEMPOTENCY_JOB_WORKER"
@@ -89,8 +90,8 @@ func runJobWorker(backend string) int {
 }
 
 // openJobBackend returns the store and ledger of a job worker: a Redis
-// list, or a Postgres table written through the pool or, with postgres-tx,
-// in the claim's transaction.
+// list, a Postgres table written through the pool or, with postgres-tx,
+// in the claim's transaction, or a table in the SQLite file.
 func openJobBackend(ctx context.Context, backend, url string) (store.Store, jobLedger, error) {
 	prefix := os.Getenv(jobPrefixEnv)
 	switch backend {
@@ -120,6 +121,15 @@ func openJobBackend(ctx context.Context, backend, url string) (store.Store, jobL
 				return errors.New("not in the claim's transaction")
 			}
 			_, err := tx.Exec(ctx, "INSERT INTO job_ledger (job) VALUES ($1)", job)
+			return err
+		}, nil
+	case "sqlite":
+		db, err := sqlitestore.Open(ctx, url, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sqlitestore.New(db), func(ctx context.Context, job string) error {
+			_, err := db.ExecContext(ctx, "INSERT INTO job_ledger (job) VALUES (?)", job)
 			return err
 		}, nil
 	}
@@ -243,11 +253,11 @@ func requireOneResultPerJob(t *testing.T, prefix string, jobs int, results map[s
 
 // TestJobsRunOnceAcrossWorkers: four workers each receive the same 100
 // jobs, some twice; each job's work appends a row to the ledger; the
-// ledger ends with exactly one row per job, with Redis and with Postgres.
-// (The SQLite store has not landed; it would run here too.)
+// ledger ends with exactly one row per job, with Redis, with Postgres and
+// with SQLite (the workers sharing one file).
 func TestJobsRunOnceAcrossWorkers(t *testing.T) {
 	const jobs = 100
-	for _, backend := range []string{"redis", "postgres"} {
+	for _, backend := range []string{"redis", "postgres", "sqlite"} {
 		t.Run(backend, func(t *testing.T) {
 			url, rows := jobBackend(t, backend)
 			w, prefix := newJobWorkers(t, backend, url, jobs, time.Millisecond)
@@ -297,6 +307,25 @@ func TestJobsInTransactionsSurviveKilledWorkers(t *testing.T) {
 // jobBackend prepares a backend for job workers and returns its URL and a
 // function that reads the ledger's rows of the jobs under a prefix.
 func jobBackend(t *testing.T, backend string) (string, func(prefix string) []string) {
+	if backend == "sqlite" {
+		f := newSQLiteFile(t)
+		require.NoError(t, sqlitestore.New(f.db).Migrate(t.Context()))
+		_, err := f.db.Exec("CREATE TABLE job_ledger (job TEXT NOT NULL)")
+		require.NoError(t, err)
+		return f.path, func(string) []string {
+			rows, err := f.db.Query("SELECT job FROM job_ledger")
+			require.NoError(t, err)
+			defer rows.Close()
+			var jobs []string
+			for rows.Next() {
+				var job string
+				require.NoError(t, rows.Scan(&job))
+				jobs = append(jobs, job)
+			}
+			require.NoError(t, rows.Err())
+			return jobs
+		}
+	}
 	if backend == "redis" {
 		url := redisURL(t)
 		opts, err := redis.ParseURL(url)
