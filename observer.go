@@ -90,7 +90,8 @@ const (
 // RequestEvent is one decided request, as Observer.Request gets it.
 type RequestEvent struct {
 	Outcome Outcome
-	// HandlerRan tells whether the handler ran, for Handler, how long.
+	// HandlerRan tells whether the handler ran, and Handler how long it
+	// ran (until it returned or panicked).
 	HandlerRan bool
 	Handler    time.Duration
 	// Key and Scope are the client's key and the request's scope with

@@ -150,8 +150,9 @@ func (o *observer) lease(ctx context.Context, e idempotency.LeaseEvent) {
 
 func (o *observer) wait(ctx context.Context, e idempotency.WaitEvent) {
 	o.waitDuration.Record(ctx, e.Duration.Seconds(), o.waits.recordOptions(e.Result)...)
-	trace.SpanFromContext(ctx).AddEvent("idempotency wait",
-		trace.WithAttributes(waitResultKey.String(string(e.Result))))
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent("idempotency wait", trace.WithAttributes(waitResultKey.String(string(e.Result))))
+	}
 }
 
 // errorType is a failed store call's error.type: a few causes worth an

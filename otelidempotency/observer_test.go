@@ -307,3 +307,34 @@ func fmtMetrics(rm metricdata.ResourceMetrics) string {
 	}
 	return b.String()
 }
+
+// TestWaits: a duplicate that waits for its first request is timed, under
+// how its wait ended.
+func TestWaits(t *testing.T) {
+	mp, reader := meter(t)
+	gate := make(chan struct{})
+	running := make(chan struct{})
+	gated := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		close(running)
+		<-gate
+		w.WriteHeader(http.StatusCreated)
+	})
+	mw := idempotency.New(idempotency.WithObserver(otelidempotency.New(otelidempotency.WithMeterProvider(mp))),
+		idempotency.WithWait(5*time.Second))(gated)
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		post(mw, "k", "a")
+	}()
+	<-running
+	time.AfterFunc(50*time.Millisecond, func() { close(gate) })
+	require.Equal(t, "true", post(mw, "k", "a").Header.Get("Idempotent-Replayed"))
+	<-first
+
+	waits := collect(t, reader, "idempotency.wait.duration").(metricdata.Histogram[float64]).DataPoints
+	require.Len(t, waits, 1)
+	result, _ := waits[0].Attributes.Value("idempotency.wait.result")
+	require.Equal(t, "answered", result.AsString())
+	require.Equal(t, uint64(1), waits[0].Count)
+	require.Positive(t, waits[0].Sum)
+}
