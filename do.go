@@ -178,8 +178,9 @@ func outcome(c *call, result []byte, err error) *store.Response {
 
 // recordContext is the context of a store call that records fn's outcome:
 // detached from ctx's cancellation, and ending after the record timeout.
-func (j *job) recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(j.cfg.recordTimeout, j.cfg.lease))
+// The caller must call stop when the call returns.
+func (j *job) recordContext(ctx context.Context) *detachedDeadline {
+	return newDetachedDeadline(ctx, cmp.Or(j.cfg.recordTimeout, j.cfg.lease))
 }
 
 // keepers holds Do's lease keepers, one per lease length.

@@ -53,9 +53,9 @@ func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) (
 		}
 		return result, err
 	}
-	rctx, rcancel := j.recordContext(ctx)
+	rctx := j.recordContext(ctx)
 	cerr := j.store.Complete(rctx, j.key, owner, resp, j.cfg.retention)
-	rcancel()
+	rctx.stop()
 	switch {
 	case errors.Is(cerr, store.ErrNotOwner):
 		return nil, fmt.Errorf("%w: complete: %w", ErrLeaseLost, cerr)
@@ -67,8 +67,8 @@ func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) (
 
 // release frees the key, if still owner's, so the job may run again.
 func (r *jobRun) release(owner store.Lease) {
-	ctx, cancel := r.j.recordContext(r.parent)
-	defer cancel()
+	ctx := r.j.recordContext(r.parent)
+	defer ctx.stop()
 	if err := r.j.store.Release(ctx, r.j.key, owner); err != nil {
 		r.j.cfg.reportError(r.parent, fmt.Errorf("idempotency: release: %w", err))
 	}
@@ -104,8 +104,8 @@ func (j *job) runInTx(ctx, txCtx context.Context, owner store.Lease, tx store.Tx
 		j.rollback(ctx, tx)
 		return result, err
 	}
-	rctx, cancel := j.recordContext(ctx)
-	defer cancel()
+	rctx := j.recordContext(ctx)
+	defer rctx.stop()
 	if cerr := tx.Commit(rctx, resp, j.cfg.retention); cerr != nil {
 		return nil, fmt.Errorf("idempotency: commit: %w", cerr)
 	}
@@ -114,8 +114,8 @@ func (j *job) runInTx(ctx, txCtx context.Context, owner store.Lease, tx store.Tx
 
 // rollback abandons fn's transaction, its writes and the claim.
 func (j *job) rollback(ctx context.Context, tx store.Tx) {
-	rctx, cancel := j.recordContext(ctx)
-	defer cancel()
+	rctx := j.recordContext(ctx)
+	defer rctx.stop()
 	if err := tx.Rollback(rctx); err != nil {
 		j.cfg.reportError(ctx, fmt.Errorf("idempotency: rollback: %w", err))
 	}

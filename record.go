@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"net/http"
 
@@ -62,8 +61,8 @@ func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) store.
 // but not replayable. It runs even if the client has gone away, within the
 // record timeout.
 func (m *middleware) complete(r *http.Request, key string, owner store.Lease, resp *store.Response) {
-	ctx, cancel := m.recordContext(r)
-	defer cancel()
+	ctx := m.recordContext(r)
+	defer ctx.stop()
 	started := m.storeStart()
 	err := m.store.Complete(ctx, key, owner, resp, m.retention)
 	m.storeCalled(ctx, StoreComplete, started, err)
@@ -78,8 +77,8 @@ func (m *middleware) complete(r *http.Request, key string, owner store.Lease, re
 // complete is: the handler may have run beside another. Like complete, it
 // runs within the record timeout even if the client has gone away.
 func (m *middleware) release(r *http.Request, key string, owner store.Lease) {
-	ctx, cancel := m.recordContext(r)
-	defer cancel()
+	ctx := m.recordContext(r)
+	defer ctx.stop()
 	started := m.storeStart()
 	err := m.store.Release(ctx, key, owner)
 	m.storeCalled(ctx, StoreRelease, started, err)
@@ -91,8 +90,8 @@ func (m *middleware) release(r *http.Request, key string, owner store.Lease) {
 // rollback abandons the transaction of a request that must not be
 // recorded, within the record timeout.
 func (m *middleware) rollback(r *http.Request, tx store.Tx) {
-	ctx, cancel := m.recordContext(r)
-	defer cancel()
+	ctx := m.recordContext(r)
+	defer ctx.stop()
 	started := m.storeStart()
 	err := tx.Rollback(ctx)
 	m.storeCalled(ctx, StoreRollback, started, err)
@@ -105,15 +104,7 @@ func (m *middleware) rollback(r *http.Request, tx store.Tx) {
 // outcome of r (complete, release, commit, rollback): detached from r's
 // cancellation, and ending after the record timeout (WithRecordTimeout,
 // else the lease), so that a store that stops answering holds the request
-// no longer than that. The caller must call cancel when the call returns.
-func (m *middleware) recordContext(r *http.Request) (ctx context.Context, cancel context.CancelFunc) {
-	return context.WithTimeout(detached(r), cmp.Or(m.recordTimeout, m.lease))
-}
-
-// detached returns a context for a store call made on behalf of r that
-// must not end with it: it keeps r's values but not its cancellation, so a
-// client that goes away cannot leave its key claimed. Each such call adds
-// a deadline of its own (recordContext, leaseKeeper.renew).
-func detached(r *http.Request) context.Context {
-	return context.WithoutCancel(r.Context())
+// no longer than that. The caller must call stop when the call returns.
+func (m *middleware) recordContext(r *http.Request) *detachedDeadline {
+	return newDetachedDeadline(r.Context(), cmp.Or(m.recordTimeout, m.lease))
 }

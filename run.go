@@ -131,11 +131,11 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx
 		stored := m.toStore(r, held.Status(), held.SentHeader().Clone(), held.Body())
 		resp = &stored
 	}
-	ctx, cancel := m.recordContext(r)
+	ctx := m.recordContext(r)
 	committedAt := m.storeStart()
 	err := tx.Commit(ctx, resp, m.retention)
 	m.storeCalled(ctx, StoreCommit, committedAt, err)
-	cancel()
+	ctx.stop()
 	if err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))
 		m.writeRetryableProblem(w, r, problemCommitFailed)
