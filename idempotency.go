@@ -84,13 +84,12 @@ type middleware struct {
 type call struct {
 	key         string // storage key: scope, method, route and client key
 	clientKey   string
-	scope       string
 	fingerprint string
 	fence       int64       // of the claim the handler runs under
 	doNotRecord atomic.Bool // set by the handler (DoNotRecord)
 	waiting     bool        // the key was found in flight, and the request waits (WithWait)
-	waitStart   time.Time   // of the wait, if waiting
-	handlerRan  bool        // for the observer (WithObserver):
+	handlerRan  bool        // for the observer (WithObserver), with handlerTime
+	waitStart   sinceEpoch  // of the wait, if waiting
 	handlerTime time.Duration
 	body        bufferedBody
 	rec         httpx.Recorder
@@ -144,15 +143,16 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.canonicalJSON {
 		fingerprintBody = canonicalJSON(r, fingerprintBody)
 	}
+	var scope string
 	if m.scope != nil {
-		c.scope = m.scope(r)
+		scope = m.scope(r)
 	}
-	if c.scope == "" && m.scopeRequired {
+	if scope == "" && m.scopeRequired {
 		m.writeProblem(w, r, problemScopeMissing)
 		m.decided(r, c, OutcomeScopeMissing)
 		return
 	}
-	c.key = storageKey(c.scope, r.Method, m.route(r), clientKey)
+	c.key = storageKey(scope, r.Method, m.route(r), clientKey)
 	c.fingerprint = m.fingerprint(r, fingerprintBody)
 	c.body.rewind() // the scope, route or fingerprint function may have read r.Body
 	m.claim(w, r, c)

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net/http"
 	"time"
@@ -178,9 +179,19 @@ func (m *middleware) decided(r *http.Request, c *call, outcome Outcome) {
 func (m *middleware) event(c *call, outcome Outcome) RequestEvent {
 	e := RequestEvent{Outcome: outcome}
 	if c != nil && m.observeKeys {
-		e.Key, e.Scope = c.clientKey, c.scope
+		e.Key, e.Scope = c.clientKey, scopeOf(c.key)
 	}
 	return e
+}
+
+// scopeOf returns the scope that storage key key (storageKey) was made
+// of, or "" if key is not yet made.
+func scopeOf(key string) string {
+	n, size := binary.Uvarint([]byte(key))
+	if size <= 0 || uint64(len(key)-size) < n {
+		return ""
+	}
+	return key[size : size+int(n)]
 }
 
 // unprotected runs the handler for r without a claim, the request's
@@ -231,9 +242,19 @@ func (m *middleware) storeCalled(ctx context.Context, op StoreOp, started time.T
 // waitEnded tells the observer how c's wait ended, if c waited.
 func (m *middleware) waitEnded(r *http.Request, c *call, result WaitResult) {
 	if c.waiting && m.observer.Wait != nil {
-		m.observer.Wait(r.Context(), WaitEvent{Duration: time.Since(c.waitStart), Result: result})
+		m.observer.Wait(r.Context(), WaitEvent{Duration: now() - c.waitStart, Result: result})
 	}
 }
+
+// sinceEpoch is a time kept in a call as the time since epoch: a third of
+// a time.Time's size, on the monotonic clock all the same.
+type sinceEpoch = time.Duration
+
+// epoch is the reference of sinceEpoch times.
+var epoch = time.Now()
+
+// now is the time since epoch.
+func now() sinceEpoch { return time.Since(epoch) }
 
 // renewalDone tells the observer of a renewal of the request's lease: its
 // store call, and its result.

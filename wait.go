@@ -18,8 +18,8 @@ const (
 // timeout does, with 409. A poll the store fails gets 503, never the
 // handler run unprotected (see storeFailed).
 func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *call, token string) {
-	c.waiting, c.waitStart = true, time.Now()
-	deadline := c.waitStart.Add(m.wait)
+	c.waiting, c.waitStart = true, now()
+	deadline := time.Now().Add(m.wait)
 	poll := min(firstPoll, m.wait)
 	timer := time.NewTimer(poll)
 	defer timer.Stop()
