@@ -1,9 +1,16 @@
 package sqlitestore
 
 import (
+	"database/sql"
+	"database/sql/driver"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"modernc.org/sqlite"
 
 	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/storetest"
@@ -44,4 +51,65 @@ func TestOptionsAreChecked(t *testing.T) {
 	assert.PanicsWithValue(t, "sqlitestore: New expects a non-nil db", func() { New(nil) })
 	assert.PanicsWithValue(t, "sqlitestore: WithAbandonedRetention expects d > 0", func() { WithAbandonedRetention(0) })
 	assert.PanicsWithValue(t, "sqlitestore: WithLogger expects a non-nil logger", func() { WithLogger(nil) })
+}
+
+// TestStatementsPerRequest: a first request costs the store two statements
+// (claim, complete) and a replay one (claim), counted at the driver.
+func TestStatementsPerRequest(t *testing.T) {
+	statements := &atomic.Int64{}
+	sql.Register("sqlite-counted", countingDriver{Driver: &sqlite.Driver{}, statements: statements})
+	path := filepath.Join(t.TempDir(), "counted.db")
+	db, err := sql.Open("sqlite-counted", dsn(path, time.Second))
+	require.NoError(t, err)
+	defer db.Close()
+	s := New(db)
+	require.NoError(t, s.Migrate(t.Context()))
+
+	count := func(do func()) int64 {
+		before := statements.Load()
+		do()
+		return statements.Load() - before
+	}
+	var rec store.Record
+	assert.EqualValues(t, 1, count(func() {
+		var claimed bool
+		rec, claimed, err = s.Claim(t.Context(), "k", "fp", "token", time.Minute)
+		require.NoError(t, err)
+		require.True(t, claimed)
+	}), "claim")
+	assert.EqualValues(t, 1, count(func() {
+		require.NoError(t, s.Complete(t.Context(), "k", rec.Owner, &store.Response{Status: 201, Body: []byte("x")}, time.Hour))
+	}), "complete")
+	assert.EqualValues(t, 1, count(func() {
+		replay, claimed, err := s.Claim(t.Context(), "k", "fp", "token-2", time.Minute)
+		require.NoError(t, err)
+		require.False(t, claimed)
+		require.Equal(t, store.StateCompleted, replay.State)
+	}), "replay")
+}
+
+// countingDriver counts the statements its connections prepare. Its
+// connections offer no ExecerContext or QueryerContext, so database/sql
+// prepares every statement it runs.
+type countingDriver struct {
+	driver.Driver
+	statements *atomic.Int64
+}
+
+func (d countingDriver) Open(name string) (driver.Conn, error) {
+	c, err := d.Driver.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{Conn: c, statements: d.statements}, nil
+}
+
+type countingConn struct {
+	driver.Conn
+	statements *atomic.Int64
+}
+
+func (c countingConn) Prepare(query string) (driver.Stmt, error) {
+	c.statements.Add(1)
+	return c.Conn.Prepare(query)
 }
