@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,8 +57,10 @@ func TestOptionsAreChecked(t *testing.T) {
 // TestStatementsPerRequest: a first request costs the store two statements
 // (claim, complete) and a replay one (claim), counted at the driver.
 func TestStatementsPerRequest(t *testing.T) {
-	statements := &atomic.Int64{}
-	sql.Register("sqlite-counted", countingDriver{Driver: &sqlite.Driver{}, statements: statements})
+	registerCounted.Do(func() {
+		sql.Register("sqlite-counted", countingDriver{Driver: &sqlite.Driver{}, statements: &countedStatements})
+	})
+	statements := &countedStatements
 	path := filepath.Join(t.TempDir(), "counted.db")
 	db, err := sql.Open("sqlite-counted", dsn(path, time.Second))
 	require.NoError(t, err)
@@ -87,6 +90,13 @@ func TestStatementsPerRequest(t *testing.T) {
 		require.Equal(t, store.StateCompleted, replay.State)
 	}), "replay")
 }
+
+// countedStatements counts the statements of the "sqlite-counted" driver,
+// registered once however often the test runs.
+var (
+	countedStatements atomic.Int64
+	registerCounted   sync.Once
+)
 
 // countingDriver counts the statements its connections prepare. Its
 // connections offer no ExecerContext or QueryerContext, so database/sql
