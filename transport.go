@@ -67,6 +67,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodPost && req.Method != http.MethodPatch {
 		return t.base.RoundTrip(req)
 	}
+	copied := false // req is a copy of the caller's, which is never changed
 	if req.Header.Get(httpx.KeyHeader) == "" {
 		k := &keyedRequest{req: *req, key: [1]string{crand.Text()}}
 		k.req.Header = make(http.Header, len(req.Header)+1)
@@ -74,11 +75,18 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			k.req.Header[name] = values // shared, never changed
 		}
 		k.req.Header[httpx.KeyHeader] = k.key[:]
-		req = &k.req
+		req, copied = &k.req, true
 	}
-	getBody, err := t.replayableBody(req)
+	getBody, first, err := t.replayableBody(req)
 	if err != nil {
 		return nil, err
+	}
+	if first != nil {
+		if !copied {
+			c := *req
+			req = &c
+		}
+		req.Body = first
 	}
 	if getBody == nil { // too long to keep: sent once
 		return t.base.RoundTrip(req)
@@ -120,28 +128,28 @@ func (t *transport) send(req *http.Request, getBody func() (io.ReadCloser, error
 
 // replayableBody returns a function that gives req's body afresh for a
 // retry, buffering it if req has no GetBody, or nil if the body is over
-// the limit: req's body is then what was read of it and the rest.
-func (t *transport) replayableBody(req *http.Request) (func() (io.ReadCloser, error), error) {
+// the limit. When it read from req's body, first is the body to send in
+// its place: what it read, and for a body over the limit, the rest.
+func (t *transport) replayableBody(req *http.Request) (getBody func() (io.ReadCloser, error), first io.ReadCloser, err error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
-		return func() (io.ReadCloser, error) { return http.NoBody, nil }, nil
+		return func() (io.ReadCloser, error) { return http.NoBody, nil }, nil, nil
 	case req.GetBody != nil:
-		return req.GetBody, nil
+		return req.GetBody, nil, nil
 	}
 	body := req.Body
 	buffered, err := io.ReadAll(io.LimitReader(body, t.maxBodyBytes+1))
 	if err != nil {
 		_ = body.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if int64(len(buffered)) > t.maxBodyBytes {
-		req.Body = readCloser{io.MultiReader(bytes.NewReader(buffered), body), body}
-		return nil, nil
+		return nil, readCloser{io.MultiReader(bytes.NewReader(buffered), body), body}, nil
 	}
 	_ = body.Close()
-	getBody := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buffered)), nil }
-	req.Body, _ = getBody()
-	return getBody, nil
+	getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buffered)), nil }
+	first, _ = getBody()
+	return getBody, first, nil
 }
 
 // retryable reports whether the answer to an attempt is worth another, and

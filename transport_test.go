@@ -182,6 +182,21 @@ func TestTransportBodies(t *testing.T) {
 			}
 		})
 	}
+	// The caller's request is not changed (http.RoundTripper's rule), even
+	// when it brings its own key and the transport buffers its body.
+	t.Run("the caller's request is not changed", func(t *testing.T) {
+		base := &scriptedBase{answers: []func(*http.Request) (*http.Response, error){answer(http.StatusOK, "")}}
+		rt := idempotency.NewTransport(base)
+		body := noGetBody("{}")
+		req, err := http.NewRequest(http.MethodPost, "http://service.test/payments", body)
+		require.NoError(t, err)
+		req.Header.Set(httpx.KeyHeader, "order-42")
+		callersBody := req.Body
+		_, err = rt.RoundTrip(req)
+		require.NoError(t, err)
+		require.Equal(t, callersBody, req.Body)
+		require.Equal(t, []sentAttempt{{key: "order-42", body: "{}", at: base.attempts()[0].at}}, base.attempts())
+	})
 }
 
 // TestTransportBudget: attempts, time and the request's context bound the
