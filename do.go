@@ -38,9 +38,9 @@ var ErrNotStored = errors.New("idempotency: the job ran but its result was not s
 // Derive for downstream keys); a DoNotRecord in it releases the key. With
 // a store.TxStore, fn runs inside the claim's transaction (pgstore.Tx) and
 // its writes commit with the result. Do's keys never meet the middleware's
-// in the same store. It panics if s is nil.
+// in the same store. It panics if s is nil or a nil pointer.
 func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Context) ([]byte, error), opts ...DoOption) ([]byte, error) {
-	if s == nil {
+	if s == nil || isNilPointer(s) {
 		panic("idempotency: Do expects a store")
 	}
 	cfg := defaultDoConfig()
@@ -124,25 +124,15 @@ func (j *job) tryInTx(ctx context.Context, ts store.TxStore) (result []byte, err
 // result is stored, or it is free and this caller runs fn, or the wait or
 // ctx ends (ErrInFlight).
 func (j *job) wait(ctx context.Context) ([]byte, error) {
-	deadline := time.Now().Add(j.cfg.wait)
-	poll := min(firstPoll, j.cfg.wait)
-	timer := time.NewTimer(poll)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %w", ErrInFlight, context.Cause(ctx))
-		case <-timer.C:
-		}
-		if result, err, done := j.try(ctx); done {
-			return result, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, ErrInFlight
-		}
-		poll = min(2*poll, maxPoll, left)
-		timer.Reset(poll)
+	var result []byte
+	var err error
+	switch poll(ctx, j.cfg.wait, func() (done bool) { result, err, done = j.try(ctx); return done }) {
+	case polledDone:
+		return result, err
+	case polledInterrupted:
+		return nil, fmt.Errorf("%w: %w", ErrInFlight, context.Cause(ctx))
+	default:
+		return nil, ErrInFlight
 	}
 }
 

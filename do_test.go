@@ -291,10 +291,16 @@ func TestDoKeysNeverMeetTheMiddlewares(t *testing.T) {
 	require.EqualValues(t, 1, h.runs.Load())
 }
 
-// TestDoMisconfigurationPanics: a nil store and out-of-range options panic.
+// TestDoMisconfigurationPanics: a nil store, a nil pointer to one, and
+// out-of-range options panic.
 func TestDoMisconfigurationPanics(t *testing.T) {
+	var never *store.Memory
+	for _, s := range []store.Store{nil, never} {
+		require.PanicsWithValue(t, "idempotency: Do expects a store", func() {
+			_, _ = idempotency.Do(t.Context(), s, "k", (&countingJob{}).fn)
+		}, "store %#v", s)
+	}
 	for name, f := range map[string]func(){
-		"nil store":     func() { _, _ = idempotency.Do(t.Context(), nil, "k", (&countingJob{}).fn) },
 		"lease":         func() { idempotency.DoLease(0) },
 		"retention":     func() { idempotency.DoRetention(-time.Second) },
 		"record":        func() { idempotency.DoRecordTimeout(0) },

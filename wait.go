@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"context"
 	"net/http"
 	"time"
 )
@@ -19,34 +20,52 @@ const (
 // handler run unprotected (see storeFailed).
 func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *call, token string) {
 	c.waiting, c.waitStart = true, now()
-	deadline := time.Now().Add(m.wait)
-	poll := min(firstPoll, m.wait)
-	timer := time.NewTimer(poll)
+	switch poll(r.Context(), m.wait, func() bool { return m.tryClaim(w, r, c, token) }) {
+	case polledDone:
+		return
+	case polledInterrupted:
+		m.waitEnded(r, c, WaitInterrupted)
+	case polledTimedOut:
+		m.waitEnded(r, c, WaitTimedOut)
+	}
+	m.writeRetryableProblem(w, r, problemKeyInFlight)
+	m.decided(r, c, OutcomeKeyInFlight)
+}
+
+// How a poll ended.
+type pollEnd int
+
+const (
+	polledDone        pollEnd = iota // try reported done
+	polledTimedOut                   // the wait lasted its whole time
+	polledInterrupted                // ctx ended
+)
+
+// poll calls try after firstPoll, then at intervals doubling up to maxPoll,
+// until try reports done, wait has passed, or ctx ends. ctx is checked
+// whichever woke the loop: when both were ready, select may have taken the
+// timer, and a caller whose context ended must not claim.
+func poll(ctx context.Context, wait time.Duration, try func() bool) pollEnd {
+	deadline := time.Now().Add(wait)
+	interval := min(firstPoll, wait)
+	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 		case <-timer.C:
 		}
-		// Checked whichever woke the loop: when both were ready, select may
-		// have taken the timer, and an ended request must not claim.
-		if r.Context().Err() != nil {
-			m.waitEnded(r, c, WaitInterrupted)
-			m.writeRetryableProblem(w, r, problemKeyInFlight)
-			m.decided(r, c, OutcomeKeyInFlight)
-			return
+		if ctx.Err() != nil {
+			return polledInterrupted
 		}
-		if m.tryClaim(w, r, c, token) {
-			return
+		if try() {
+			return polledDone
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			m.waitEnded(r, c, WaitTimedOut)
-			m.writeRetryableProblem(w, r, problemKeyInFlight)
-			m.decided(r, c, OutcomeKeyInFlight)
-			return
+			return polledTimedOut
 		}
-		poll = min(2*poll, maxPoll, left)
-		timer.Reset(poll)
+		interval = min(2*interval, maxPoll, left)
+		timer.Reset(interval)
 	}
 }
