@@ -94,10 +94,19 @@ func (s *Store) evalWithin(ctx context.Context, script *redis.Script, keys []str
 	if redis.HasErrorPrefix(reply.Err(), "NOSCRIPT") {
 		reply, acks = s.replicas.pipeline(ctx, primary, script.Eval, keys, wait, args)
 	}
-	if c, ok := s.client.(*redis.ClusterClient); ok && isRedirect(reply.Err()) {
-		c.ReloadState(ctx) // the slot moved: the next call asks its new master
+	if c, ok := s.client.(*redis.ClusterClient); ok && mastersMayHaveMoved(reply.Err()) {
+		c.ReloadState(ctx) // the next call asks the slot's master anew
 	}
 	return reply, acks
+}
+
+// mastersMayHaveMoved reports whether err, from a Cluster node, means the
+// client's map of masters may be out of date: the node refused a key it
+// does not serve, or it did not answer at all (a master that died answers
+// no MOVED, and its replica may have taken its slots over).
+func mastersMayHaveMoved(err error) bool {
+	var reply redis.Error
+	return isRedirect(err) || err != nil && !errors.Is(err, redis.Nil) && !errors.As(err, &reply)
 }
 
 // primaryOf returns the client of the server that holds key: a Cluster's
@@ -145,15 +154,17 @@ func (s *Store) acked(op string, acks int) error {
 }
 
 // ackedClaim returns nil when owner's claim of keys was acknowledged, and
-// otherwise releases it, best effort and without waiting for replicas, and
-// returns the error: a request must not run on a claim that a failover
-// may forget.
+// otherwise releases it, best effort, within the acknowledgement timeout
+// and without waiting for replicas, and returns the error: a request must
+// not run on a claim that a failover may forget.
 func (s *Store) ackedClaim(ctx context.Context, keys []string, owner store.Lease, acks int) error {
 	err := s.acked("claim", acks)
 	if err == nil {
 		return nil
 	}
-	release := releaseScript.Run(context.WithoutCancel(ctx), s.client, keys, owner.Token, owner.Fence, s.leaseKeys).Err()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.replicas.timeout)
+	defer cancel()
+	release := releaseScript.Run(rctx, s.client, keys, owner.Token, owner.Fence, s.leaseKeys).Err()
 	if release != nil && !errors.Is(release, redis.Nil) {
 		err = errors.Join(err, fmt.Errorf("redisstore: release of the unacknowledged claim: %w", release))
 	}

@@ -50,6 +50,44 @@ func TestReplicaAcksMisconfiguration(t *testing.T) {
 
 // TestReplicaAcksConformance runs the shared store suite with every write
 // waiting for a replica, on a primary and replica of the test's own.
+// TestMastersMayHaveMoved: a Cluster client's map of masters is reloaded
+// after a redirect and after a node that did not answer (a dead master
+// answers no MOVED), never after an error the server replied or a missing
+// key. The errors are the real ones, from the shared Cluster and a closed
+// port.
+func TestMastersMayHaveMoved(t *testing.T) {
+	client := cluster(t).(*redis.ClusterClient)
+	ctx := t.Context()
+	const key = "mastersMayHaveMoved"
+	owner, err := client.MasterForKey(ctx, key)
+	require.NoError(t, err)
+	var other *redis.Client
+	require.NoError(t, client.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+		if m.Options().Addr != owner.Options().Addr {
+			other = m
+		}
+		return nil
+	}))
+	require.NotNil(t, other, "the Cluster has a second master")
+	moved := other.Get(ctx, key).Err()
+	require.True(t, redis.HasErrorPrefix(moved, "MOVED"), "got %v", moved)
+
+	unreachable := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer unreachable.Close()
+	for name, c := range map[string]struct {
+		err  error
+		want bool
+	}{
+		"redirect":     {moved, true},
+		"no answer":    {unreachable.Ping(ctx).Err(), true},
+		"server error": {owner.Do(ctx, "NOSUCHCOMMAND").Err(), false},
+		"missing key":  {owner.Get(ctx, key).Err(), false},
+		"no error":     {nil, false},
+	} {
+		require.Equal(t, c.want, redisstore.MastersMayHaveMoved(c.err), "%s: %v", name, c.err)
+	}
+}
+
 func TestReplicaAcksConformance(t *testing.T) {
 	client := replicatedPrimary(t)
 	storetest.Run(t, func(t *testing.T) store.Store {

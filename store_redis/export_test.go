@@ -1,0 +1,4 @@
+package redisstore
+
+// MastersMayHaveMoved exports mastersMayHaveMoved to the tests.
+var MastersMayHaveMoved = mastersMayHaveMoved
