@@ -134,6 +134,9 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	if token == "" {
 		return store.Record{}, false, fmt.Errorf("pgstore: claim: %w", store.ErrEmptyToken)
 	}
+	if err := s.requireCurrent(ctx); err != nil {
+		return store.Record{}, false, fmt.Errorf("pgstore: claim: %w", err)
+	}
 	for range staleAttempts {
 		var (
 			rec     store.Record

@@ -17,10 +17,11 @@ import (
 // Processes running an earlier version fail on an upgraded table (their
 // keys are refused), so stop them before the upgrade.
 //
-// Creating or upgrading the table needs the CREATE privilege on the schema
-// or the table's ownership; when the table is current, Migrate needs no
+// Creating the table needs the CREATE privilege on the schema, upgrading it
+// the table's ownership; when the table is current, Migrate needs no
 // privilege beyond connecting, so workers running as a less privileged role
-// may call it too. The schema itself must already exist.
+// may call it too. The schema itself must already exist. Until the table is
+// current, Claim and BeginClaim refuse to claim on it.
 func (s *Store) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
@@ -28,10 +29,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return err
 		}
 		var exists, current bool
-		if err := tx.QueryRow(ctx, `
-SELECT to_regclass($1) IS NOT NULL,
-       EXISTS (SELECT FROM pg_constraint WHERE conrelid = to_regclass($1) AND conname = 'key_is_sha256')`,
-			s.name).Scan(&exists, &current); err != nil {
+		if err := tx.QueryRow(ctx, tableStateSQL, s.name).Scan(&exists, &current); err != nil {
 			return err
 		}
 		var err error
@@ -46,5 +44,31 @@ SELECT to_regclass($1) IS NOT NULL,
 	if err != nil {
 		return fmt.Errorf("pgstore: migrate %s: %w", s.name, err)
 	}
+	return nil
+}
+
+// tableStateSQL tells whether the table $1 exists, and whether it has
+// today's schema (its key_is_sha256 check).
+const tableStateSQL = `
+SELECT to_regclass($1) IS NOT NULL,
+       EXISTS (SELECT FROM pg_constraint WHERE conrelid = to_regclass($1) AND conname = 'key_is_sha256')`
+
+// requireCurrent returns nil once the table has today's schema, and an
+// error before: a claim on a table an earlier version made (its keys in
+// hex, locked by other numbers) could miss a record that an earlier
+// process holds, so nothing is claimed there until Migrate has upgraded
+// it. The answer is asked of the database until it is yes, then kept.
+func (s *Store) requireCurrent(ctx context.Context) error {
+	if s.current.Load() {
+		return nil
+	}
+	var exists, current bool
+	if err := s.retry(ctx, func() error { return s.pool.QueryRow(ctx, tableStateSQL, s.name).Scan(&exists, &current) }); err != nil {
+		return err
+	}
+	if !current {
+		return fmt.Errorf("%s has no table of this version's schema (missing: %v): run Migrate", s.name, !exists)
+	}
+	s.current.Store(true)
 	return nil
 }

@@ -74,6 +74,16 @@ SELECT convert_to(encode(sha256(int4send(i)), 'hex'), 'UTF8'), 'fp', 3, 'c', 1, 
 FROM generate_series(1, $1::int) AS i`, others)
 	require.NoError(t, err)
 
+	// Before the upgrade this version claims nothing on the table: its keys
+	// are spelled otherwise, so it would miss the records held there.
+	tx := NewTx(s.pool, WithTable(s.table))
+	for _, claim := range []func() error{
+		func() error { _, _, err := s.Claim(ctx, "busy", "fp", "x", time.Minute); return err },
+		func() error { _, _, _, err := tx.BeginClaim(ctx, "busy", "fp", "x"); return err },
+	} {
+		require.ErrorContains(t, claim(), "run Migrate")
+	}
+
 	errs := make([]error, 12)
 	race(len(errs), func(i int) { errs[i] = s.Migrate(ctx) })
 	for _, err := range errs {

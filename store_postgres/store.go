@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,6 +63,7 @@ type Store struct {
 	logger    *slog.Logger
 	abandoned time.Duration // see WithAbandonedRetention
 	sql       statements
+	current   atomic.Bool // the table has been seen to have today's schema (requireCurrent)
 }
 
 var _ store.Store = (*Store)(nil)

@@ -48,6 +48,9 @@ func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string
 	if token == "" {
 		return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w", store.ErrEmptyToken)
 	}
+	if err := s.requireCurrent(ctx); err != nil {
+		return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w", err)
+	}
 	for range staleAttempts {
 		var tx pgx.Tx
 		err := s.retry(ctx, func() (err error) {

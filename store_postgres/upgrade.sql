@@ -4,6 +4,10 @@
 -- expires_at, which kept every completion from being a HOT update, is
 -- dropped. The ALTER TABLE locks the table and rewrites every row; a key
 -- that is not 64 hex digits fails it, and nothing changes.
+-- The locks it takes wait at most 5 s for the transactions open on the
+-- table (an earlier version's requests): claims queue behind a waiting
+-- ALTER, so it gives up instead, and Migrate can be run again.
+SET LOCAL lock_timeout = '5s';
 DROP INDEX IF EXISTS idempotency_keys_expires_idx;
 ALTER TABLE idempotency_keys
     ALTER COLUMN key TYPE bytea USING decode(convert_from(key, 'UTF8'), 'hex'),
