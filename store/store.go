@@ -4,7 +4,8 @@
 //
 // A backend is correct when it passes the conformance suite in
 // store/storetest. The in-memory store in this package is the default; the
-// Redis and Postgres stores live in store_redis and store_postgres.
+// Redis, Postgres and SQLite stores live in store_redis, store_postgres and
+// store_sqlite.
 package store
 
 import (
@@ -19,9 +20,8 @@ import (
 // HashKey returns the SHA-256 of key in hex: 64 bytes from 0-9 and a-f,
 // whatever key's length and bytes. Being cryptographic, it keeps keys
 // apart even against a client that chooses its key to land on another
-// caller's record. The Redis and Postgres stores keep each record under
-// HashKey of its key; the memory store, whose keys never leave the
-// process, keeps a key as it is unless it is over 63 bytes long.
+// caller's record. A store that keeps keys outside the process keeps each
+// record under HashKey of its key (or the 32 bytes it spells).
 func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:])
@@ -36,7 +36,7 @@ func HashKey(key string) string {
 // fields after their lengths: see the idempotency package) and as long as
 // the client's key, the route and the scope together. A store that keeps
 // keys outside the process, where their length or bytes matter, keeps
-// each under HashKey(key), as the Redis and Postgres stores do.
+// each under HashKey(key), as the Redis, Postgres and SQLite stores do.
 type Store interface {
 	// Claim tries to take key for a request whose fingerprint is given,
 	// under the caller's random token, for the lease duration. An empty
