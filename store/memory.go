@@ -21,11 +21,10 @@ const never = time.Duration(math.MaxInt64)
 
 // Memory is a Store that keeps its records in this process's memory: the
 // middleware's default, with nothing to run, configure or close. It
-// protects one process only; several processes must share a store outside
-// it: SQLite on one host, Redis or Postgres across hosts. Leases and
-// retentions run on the process's monotonic clock. The owner of a lapsed
-// lease may still renew, complete or release its record until another
-// Claim takes the key over or a sweep removes it.
+// protects one process only (several share SQLite on one host, Redis or
+// Postgres across hosts). Leases and retentions run on the process's
+// monotonic clock. A lapsed lease's owner may still renew, complete or
+// release its record until another Claim or a sweep takes it.
 //
 // The store is bounded. Expired records are swept, without a goroutine of
 // their own, before a new key is inserted; a store still full of live

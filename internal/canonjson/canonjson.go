@@ -18,30 +18,21 @@ import (
 const MaxSize = math.MaxInt32
 
 // Canonical returns body re-encoded with object members sorted by name and
-// insignificant whitespace removed, when the body is exactly one JSON value (surrounding whitespace aside)
-// that decoding keeps whole; otherwise it returns body unchanged. Decoding
-// does not keep a body whole when an object names a member twice (after
-// escapes are decoded) or a string holds invalid UTF-8, a lone surrogate
-// escape or U+FFFD, which would all decode alike; nor when two names in
-// one object are equal under case folding (strings.EqualFold), which
-// encoding/json reads into one struct field, the later value winning, so
-// that their order, which sorting would lose, decides the value.
+// insignificant whitespace removed, when body is exactly one JSON value
+// (surrounding whitespace aside) that decoding reads only one way;
+// otherwise body itself: a member named twice, two names equal under case
+// folding (strings.EqualFold, as encoding/json matches fields), invalid
+// UTF-8, a lone surrogate escape or U+FFFD, or nesting deeper than
+// encoding/json accepts. The form is, byte for byte, what encoding/json
+// gives when it decodes body (numbers as json.Number) and encodes it
+// again. body must be at most MaxSize bytes.
 //
-// The canonical form is, byte for byte, what encoding/json gives when it
-// decodes the body (numbers as json.Number) and encodes it again: numbers
-// keep their literal form, member names sort by their decoded bytes, and
-// strings are escaped as json.Marshal escapes them, HTML characters
-// included. Earlier versions computed it that way, and the stored
-// fingerprints depend on it. So does the depth limit: a body nested deeper
-// than encoding/json accepts is left as it is.
-//
-// It reads the body in two passes. Besides the output, it allocates 16
-// bytes for each object of two members or more and 12 for each member of
-// such an object, twice over while the object is read, and the decoded
-// names; and, for an object of two members or more whose names hold a
-// capital or a non-ASCII character, up to 8 bytes a member and its names
-// folded, reused from one such object to the next. Positions are 32-bit,
-// so the body must be under 2 GiB, MaxSize.
+// (The stored fingerprints depend on that form, so it must never change.
+// Canonical reads the body in two passes; besides the output it allocates
+// 16 bytes for each object of two members or more and 12 for each of its
+// members, twice over while the object is read, the decoded names, and for
+// an object whose names hold a capital or a non-ASCII character up to 8
+// bytes a member and its names folded, reused from one object to the next.)
 func Canonical(body []byte) []byte {
 	c := canonicalizer{in: body}
 	start := skipSpace(body, 0)
