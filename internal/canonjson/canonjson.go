@@ -26,14 +26,14 @@ const MaxSize = math.MaxInt32
 // encoding/json accepts. The form is, byte for byte, what encoding/json
 // gives when it decodes body (numbers as json.Number) and encodes it
 // again. body must be at most MaxSize bytes.
-//
-// (The stored fingerprints depend on that form, so it must never change.
-// Canonical reads the body in two passes; besides the output it allocates
-// 16 bytes for each object of two members or more and 12 for each of its
-// members, twice over while the object is read, the decoded names, and for
-// an object whose names hold a capital or a non-ASCII character up to 8
-// bytes a member and its names folded, reused from one object to the next.)
 func Canonical(body []byte) []byte {
+	// The stored fingerprints depend on that form, so it must never
+	// change. The body is read in two passes; besides the output, this
+	// allocates 16 bytes for each object of two members or more and 12 for
+	// each of its members, twice over while the object is read, the
+	// decoded names, and for an object whose names hold a capital or a
+	// non-ASCII character up to 8 bytes a member and its names folded,
+	// reused from one object to the next.
 	c := canonicalizer{in: body}
 	start := skipSpace(body, 0)
 	end, ok := c.parse(start, 0)
