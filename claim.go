@@ -35,18 +35,24 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 	}
 	claimedAt := time.Now()
 	rec, claimed, err := m.store.Claim(r.Context(), c.key, c.fingerprint, token, m.lease)
+	if claimed && err == nil {
+		m.run(w, r, c, rec.Owner, claimedAt) // reports the claim (see claimReported)
+		return true
+	}
 	m.storeCalled(r.Context(), StoreClaim, claimedAt, err)
-	switch {
-	case err != nil:
+	if err != nil {
 		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim: %w", err))
 		return true
-	case claimed:
-		m.waitEnded(r, c, WaitClaimed)
-		m.run(w, r, c, rec.Owner, claimedAt)
-		return true
-	default:
-		return m.answerFromRecord(w, r, c, rec)
 	}
+	return m.answerFromRecord(w, r, c, rec)
+}
+
+// claimReported tells the observer of the claim that r's call c won, sent
+// at claimedAt. run and runInTx call it once they will release the key if
+// anything panics, the observer included.
+func (m *middleware) claimReported(r *http.Request, c *call, claimedAt time.Time) {
+	m.storeCalled(r.Context(), StoreClaim, claimedAt, nil)
+	m.waitEnded(r, c, WaitClaimed)
 }
 
 // tryClaimInTx is tryClaim for a store that claims inside a transaction the
@@ -54,19 +60,17 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
 	claimedAt := m.storeStart()
 	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), c.key, c.fingerprint, token)
+	if tx != nil && err == nil {
+		c.fence = rec.Owner.Fence
+		m.runInTx(w, withCall(r, txCtx, c), c, tx, claimedAt) // reports the claim
+		return true
+	}
 	m.storeCalled(r.Context(), StoreClaim, claimedAt, err)
-	switch {
-	case err != nil:
+	if err != nil {
 		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim in transaction: %w", err))
 		return true
-	case tx != nil:
-		m.waitEnded(r, c, WaitClaimed)
-		c.fence = rec.Owner.Fence
-		m.runInTx(w, withCall(r, txCtx, c), c, tx)
-		return true
-	default:
-		return m.answerFromRecord(w, r, c, rec)
 	}
+	return m.answerFromRecord(w, r, c, rec)
 }
 
 // answerFromRecord answers a request whose key is held by rec, unless rec

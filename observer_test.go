@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -435,3 +436,32 @@ type failingBody struct{}
 
 func (failingBody) Read([]byte) (int, error) { return 0, errors.New("connection reset") }
 func (failingBody) Close() error             { return nil }
+
+// TestObserverPanicAfterTheClaimReleasesTheKey: an observer that panics
+// when told of a won claim is the application's bug, as a panicking
+// handler is: the panic goes on, and the key is released (in a store's
+// transaction, rolled back), so a retry runs.
+func TestObserverPanicAfterTheClaimReleasesTheKey(t *testing.T) {
+	for name, s := range map[string]store.Store{
+		"plain":         store.NewMemory(),
+		"transactional": &txMemory{Memory: store.NewMemory()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var panicking atomic.Bool
+			panicking.Store(true)
+			observer := idempotency.Observer{StoreCall: func(_ context.Context, e idempotency.StoreEvent) {
+				if e.Op == idempotency.StoreClaim && e.Err == nil && panicking.Load() {
+					panic("observer bug")
+				}
+			}}
+			h := &paymentHandler{}
+			mw := idempotency.New(idempotency.WithStore(s), idempotency.WithObserver(observer))(h)
+			require.PanicsWithValue(t, "observer bug", func() { post(mw, "k", "{}") })
+			panicking.Store(false)
+			resp := post(mw, "k", "{}")
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			require.Empty(t, resp.Header.Get("Idempotent-Replayed"), "the retry ran: the key was released")
+			require.EqualValues(t, 1, h.runs.Load())
+		})
+	}
+}

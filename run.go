@@ -40,18 +40,20 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	c.holder = requestLease{m: m, r: r}
 	m.leases.keep(lease, &c.holder, m.store, c.key, owner, claimedAt)
 	decided := false
-	started := m.handlerStart()
+	var started time.Time
 	defer func() {
 		if decided {
 			return
 		}
-		// The handler or the record policy panicked: the deferred call
-		// runs while panicking.
+		// The handler, the record policy or the observer panicked: the
+		// deferred call runs while panicking.
 		m.leases.stop(lease)
 		c.handlerEnded(started)
 		m.release(r, c.key, owner)
 		m.decided(r, c, OutcomeReleased)
 	}()
+	m.claimReported(r, c, claimedAt)
+	started = m.handlerStart()
 	m.next.ServeHTTP(rec, r)
 	c.handlerEnded(started)
 	ended := r.Context().Err() != nil
@@ -95,17 +97,19 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 //     answer within the record timeout, the client gets 503 instead; a
 //     retry with the same key runs the request, or, if the commit did land
 //     before its connection was lost, replays it.
-func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx store.Tx) {
+func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx store.Tx, claimedAt time.Time) {
 	held := httpx.NewHeld(w)
 	decided := false
-	started := m.handlerStart()
+	var started time.Time
 	defer func() {
-		if !decided { // the handler or the record policy panicked
+		if !decided { // the handler, the record policy or the observer panicked
 			c.handlerEnded(started)
 			m.rollback(r, tx)
 			m.decided(r, c, OutcomeReleased)
 		}
 	}()
+	m.claimReported(r, c, claimedAt)
+	started = m.handlerStart()
 	m.next.ServeHTTP(held, r)
 	c.handlerEnded(started)
 	status := held.Status()
