@@ -20,7 +20,8 @@ import (
 // safe for concurrent use, return quickly, and keep nothing of ctx.
 type Observer struct {
 	// Request is told once of every protected request the middleware
-	// decides: its outcome, and how long the handler ran.
+	// decides: its outcome, and how long the handler ran; a handler run
+	// unprotected (fail-open, or no key) that panics is not told of.
 	Request func(ctx context.Context, e RequestEvent)
 	// StoreCall is told of every call the middleware makes to the store.
 	StoreCall func(ctx context.Context, e StoreEvent)

@@ -346,9 +346,10 @@ func WithFailOpen() Option {
 
 // WithErrorHandler sets the function told of every store error and
 // every problem the client cannot see. It must not write to the response.
-// It is called with the request the middleware received, which it must
-// only read: a failed lease renewal is reported from a goroutine of its
-// own while the handler still runs, so calls may come concurrently.
+// It is called with the request (for an error of a store call made once
+// the key was claimed, the copy the handler got), which it must only read:
+// a failed lease renewal is reported from a goroutine of its own, while
+// the handler runs or just after, so calls may come concurrently.
 // Defaults to logging the error at level Error with the logger.
 func WithErrorHandler(handle func(r *http.Request, err error)) Option {
 	if handle == nil {
