@@ -78,9 +78,10 @@ func (k *leaseKeeper) keep(l *heldLease, holder leaseHolder, s store.Store, key 
 // stop ends the renewals of l: none starts after it returns, and any in
 // flight is cancelled but not waited for. A store that heeds only
 // deadlines (go-redis, waiting for a reply) finishes such a renewal in the
-// background; renew then reports nothing, and the store refuses it if the
-// record has since been completed, released or taken over. So a renewal
-// stuck on a dead connection never holds up the request's response.
+// background; renew then reports nothing (see renew), and the store
+// refuses it if the record has since been completed, released or taken
+// over. So a renewal stuck on a dead connection never holds up the
+// request's response.
 func (k *leaseKeeper) stop(l *heldLease) {
 	k.mu.Lock()
 	delete(k.held, l)
@@ -128,7 +129,8 @@ func (k *leaseKeeper) start(l *heldLease, now time.Time) {
 // answer. It records a success; a lease the store says is lost is no
 // longer renewed and is reported; any other error is reported, and a later
 // wake-up tries again. A holder that is a renewalObserver is told of each
-// renewal. A renewal that answers after stop reports nothing.
+// renewal. A renewal that answers after stop has removed l reports nothing;
+// one that answers while stop runs may still report.
 func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
 	ctx, cancel := context.WithDeadline(l.ctx, started.Add(k.lease))
 	called := time.Now()
