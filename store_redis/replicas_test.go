@@ -61,8 +61,13 @@ func TestMastersMayHaveMoved(t *testing.T) {
 	const key = "mastersMayHaveMoved"
 	owner, err := client.MasterForKey(ctx, key)
 	require.NoError(t, err)
-	var other *redis.Client
+	var (
+		mu    sync.Mutex // ForEachMaster calls its function on every master at once
+		other *redis.Client
+	)
 	require.NoError(t, client.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
 		if m.Options().Addr != owner.Options().Addr {
 			other = m
 		}
