@@ -152,7 +152,11 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.decided(r, c, OutcomeScopeMissing)
 		return
 	}
-	c.key = storageKey(scope, r.Method, m.route(r), clientKey)
+	if m.route == nil {
+		c.key = defaultStorageKey(scope, r.Method, requestHost(r), requestPath(r), clientKey)
+	} else {
+		c.key = storageKey(scope, r.Method, m.route(r), clientKey)
+	}
 	c.fingerprint = m.fingerprint(r, fingerprintBody)
 	c.body.rewind() // the scope, route or fingerprint function may have read r.Body
 	m.claim(w, r, c)

@@ -26,7 +26,7 @@ type config struct {
 	scopeRequired    bool
 	record           func(r *http.Request, status int) bool
 	problemWriter    func(w http.ResponseWriter, r *http.Request, p httpx.Problem)
-	route            func(*http.Request) string
+	route            func(*http.Request) string // nil: the default route (see route.go)
 	fingerprint      func(r *http.Request, body []byte) string
 	canonicalJSON    bool
 	maxBodyBytes     int64
@@ -48,7 +48,6 @@ func defaultConfig() *config {
 	return &config{
 		methods:          map[string]bool{http.MethodPost: true, http.MethodPatch: true},
 		keyHeader:        httpx.KeyHeader,
-		route:            defaultRoute,
 		record:           DefaultRecordPolicy,
 		problemWriter:    writeProblemJSON,
 		maxBodyBytes:     1 << 20,

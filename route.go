@@ -6,13 +6,10 @@ import (
 	"strings"
 )
 
-// defaultRoute names the route of r when WithRoute is not set: the host it
-// was sent to (see requestHost) followed by its path (see requestPath), so
-// that one middleware in front of several virtual hosts keeps their keys
-// apart.
-func defaultRoute(r *http.Request) string {
-	return requestHost(r) + requestPath(r)
-}
+// The default route, when WithRoute is not set, is the host r was sent to
+// (see requestHost) followed by its path (see requestPath), so that one
+// middleware in front of several virtual hosts keeps their keys apart;
+// defaultStorageKey writes it into the storage key without joining them.
 
 // requestHost is r.Host in lower case, without a trailing dot, and without
 // its port if that is empty, 80 or 443: the spellings a client or a

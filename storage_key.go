@@ -15,3 +15,14 @@ func storageKey(scope, method, route, clientKey string) string {
 	key := appendFields(scratch[:0], scope, method, route, clientKey)
 	return string(binary.AppendUvarint(key, 0))
 }
+
+// defaultStorageKey is storageKey of the default route, host followed by
+// path, byte for byte, written without joining host and path first.
+func defaultStorageKey(scope, method, host, path, clientKey string) string {
+	var scratch [256]byte
+	key := appendFields(scratch[:0], scope, method)
+	key = binary.AppendUvarint(key, uint64(len(host)+len(path)))
+	key = append(append(key, host...), path...)
+	key = appendFields(key, clientKey)
+	return string(binary.AppendUvarint(key, 0))
+}

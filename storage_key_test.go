@@ -27,4 +27,12 @@ func TestStorageKeyLayout(t *testing.T) {
 	require.NotEqual(t, storageKey("tenant-1", "POST", "/payments", "k-1"), storageKey("tenant-", "1POST", "/payments", "k-1"))
 	long := strings.Repeat("k", 300)
 	require.Equal(t, "\x00\x04POST\x01/\xac\x02"+long+"\x00", storageKey("", "POST", "/", long))
+
+	// The default route's key is the same bytes as storageKey of host and
+	// path joined, for short fields and long ones.
+	for _, host := range []string{"", "a.example", strings.Repeat("h", 200)} {
+		for _, path := range []string{"/", "/payments", "/" + long} {
+			require.Equal(t, storageKey("tenant-1", "POST", host+path, "k-1"), defaultStorageKey("tenant-1", "POST", host, path, "k-1"))
+		}
+	}
 }
