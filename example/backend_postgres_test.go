@@ -2,10 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"net/http"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -191,20 +189,7 @@ func TestExamplePostgresTxChaos(t *testing.T) {
 		}
 	}()
 
-	var killed, before []int
-	for range kills {
-		time.Sleep(700 * time.Millisecond)
-		pids := p.Pids()
-		// Never a worker started since the previous kill, so that no
-		// worker is killed right after its start.
-		candidates := slices.DeleteFunc(slices.Clone(pids), func(pid int) bool {
-			return before != nil && !slices.Contains(before, pid)
-		})
-		victim := candidates[rand.IntN(len(candidates))]
-		before = pids
-		p.Kill(victim)
-		killed = append(killed, victim)
-	}
+	killed := p.killAtRandom(kills, 700*time.Millisecond)
 	<-launched
 	clients.Wait()
 	t.Logf("chaos: %d keys x %d duplicates in %v, workers killed: %v", keys, dups, time.Since(began).Round(time.Millisecond), killed)

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,18 +64,7 @@ func TestTransportAgainstKilledWorkers(t *testing.T) {
 		})
 	}
 
-	var killed, before []int
-	for range kills {
-		time.Sleep(500 * time.Millisecond)
-		pids := p.Pids()
-		candidates := slices.DeleteFunc(slices.Clone(pids), func(pid int) bool {
-			return before != nil && !slices.Contains(before, pid)
-		})
-		victim := candidates[rand.IntN(len(candidates))]
-		before = pids
-		p.Kill(victim)
-		killed = append(killed, victim)
-	}
+	killed := p.killAtRandom(kills, 500*time.Millisecond)
 	posting.Wait()
 	t.Logf("%d payments in %d attempts, workers killed: %v", payments, counted.attempts.Load(), killed)
 

@@ -316,14 +316,7 @@ func jobBackend(t *testing.T, backend string) (string, func(prefix string) []str
 			rows, err := f.db.Query("SELECT job FROM job_ledger")
 			require.NoError(t, err)
 			defer rows.Close()
-			var jobs []string
-			for rows.Next() {
-				var job string
-				require.NoError(t, rows.Scan(&job))
-				jobs = append(jobs, job)
-			}
-			require.NoError(t, rows.Err())
-			return jobs
+			return readJobs(t, rows)
 		}
 	}
 	if backend == "redis" {
@@ -350,15 +343,26 @@ func jobBackend(t *testing.T, backend string) (string, func(prefix string) []str
 		rows, err := db.admin.Query(context.Background(), "SELECT job FROM "+db.schema+".job_ledger")
 		require.NoError(t, err)
 		defer rows.Close()
-		var jobs []string
-		for rows.Next() {
-			var job string
-			require.NoError(t, rows.Scan(&job))
-			jobs = append(jobs, job)
-		}
-		require.NoError(t, rows.Err())
-		return jobs
+		return readJobs(t, rows)
 	}
+}
+
+// readJobs returns the job column of every row of rows, from
+// database/sql or pgx alike.
+func readJobs(t *testing.T, rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}) []string {
+	t.Helper()
+	var jobs []string
+	for rows.Next() {
+		var job string
+		require.NoError(t, rows.Scan(&job))
+		jobs = append(jobs, job)
+	}
+	require.NoError(t, rows.Err())
+	return jobs
 }
 
 func distinct(rows []string) map[string]bool {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -196,6 +197,27 @@ func (p *exampleProc) Kill(pid int) {
 	}
 	require.Eventually(p.t, func() bool { return !slices.Contains(p.Pids(), pid) }, time.Minute,
 		10*time.Millisecond, "the supervisor did not see worker %d exit\n%s", pid, p.log)
+}
+
+// killAtRandom SIGKILLs kills workers, one every interval, each chosen at
+// random among the workers that were already running at the previous kill
+// (so that no worker is killed right after its start), and returns their
+// pids.
+func (p *exampleProc) killAtRandom(kills int, interval time.Duration) []int {
+	p.t.Helper()
+	var killed, before []int
+	for range kills {
+		time.Sleep(interval)
+		pids := p.Pids()
+		candidates := slices.DeleteFunc(slices.Clone(pids), func(pid int) bool {
+			return before != nil && !slices.Contains(before, pid)
+		})
+		victim := candidates[rand.IntN(len(candidates))]
+		before = pids
+		p.Kill(victim)
+		killed = append(killed, victim)
+	}
+	return killed
 }
 
 // Log returns everything the process and its workers have written so far.
