@@ -61,11 +61,7 @@ func TestExampleStormSQLite(t *testing.T) {
 	p := startExample(t, "-sqlite-path", f.path, "-workers", "4", "-delay", "300ms")
 	firstLine, _, _ := strings.Cut(p.Log(), "\n")
 	assert.Contains(t, firstLine, "store=sqlite", "with several workers the example defaults to SQLite, and its first log line says so")
-	res := runStorm(t, p.URL, 100, 20)
-	assert.Greater(t, len(res.workers), 1, "answers came from several worker processes")
-	assert.Positive(t, res.conflicts, "no duplicate arrived while its first request was running")
-	assert.Equal(t, 100, f.count(t, "payments", ""))
-	assert.Equal(t, 100, f.count(t, "idempotency_keys", "state = 2"), "one completed record per key")
+	requireSharedStorm(t, p, f.count)
 }
 
 // TestExampleSQLiteWorkerKilled: the worker running a request is SIGKILLed

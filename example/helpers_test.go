@@ -376,3 +376,17 @@ func waitProviderKeys(t *testing.T, p *exampleProc, n int) []string {
 		"%d payments logged", n)
 	return providerKeys(p.Log())
 }
+
+// requireSharedStorm sends 100 keys x 20 concurrent duplicates to p's
+// workers, which share one database, and requires answers from several
+// workers, duplicates that met their first request in flight, and, as
+// count reads the database's tables, one payment and one completed record
+// per key.
+func requireSharedStorm(t *testing.T, p *exampleProc, count func(t *testing.T, table, where string) int) {
+	t.Helper()
+	res := runStorm(t, p.URL, 100, 20)
+	assert.Greater(t, len(res.workers), 1, "answers came from several worker processes")
+	assert.Positive(t, res.conflicts, "no duplicate arrived while its first request was running")
+	assert.Equal(t, 100, count(t, "payments", ""))
+	assert.Equal(t, 100, count(t, "idempotency_keys", "state = 2"), "one completed record per key")
+}
