@@ -124,12 +124,17 @@ func TestReplicaAcksRoundTrips(t *testing.T) {
 // standalone Redis, the Cluster's masters, Sentinel's master), every write
 // returns ErrNotReplicated, yet reached the primary; a Claim releases its
 // claim, so the next one takes the key at once. On a Cluster, WAIT goes to
-// the master of the key's slot, where the script ran, and to no other.
+// the master of the key's slot, where the script ran, and to no other,
+// once: the scripts are loaded on every node first, as after their first
+// call, since a NOSCRIPT reply sends the script and its WAIT again.
 func TestReplicaAcksTooFew(t *testing.T) {
 	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
 		ctx := t.Context()
 		plain, prefix := newStore(t, client)
 		acked := redisstore.New(client, redisstore.WithPrefix(prefix), redisstore.WithReplicaAcks(1, 20*time.Millisecond))
+		require.NoError(t, forEachNode(ctx, client, func(ctx context.Context, node *redis.Client) error {
+			return redisstore.LoadScripts(ctx, node)
+		}))
 
 		before := waitCalls(t, client)
 		_, claimed, err := acked.Claim(ctx, "claimed", "fp", "token-1", time.Minute)
