@@ -36,6 +36,10 @@
 // What the handler writes through the transaction is the backend's own
 // to test.
 //
+// A store.Watcher runs RunWatch as well. To pass, Watch of an in-flight
+// key is woken by its Complete and its Release, every watcher at once,
+// and by nothing that leaves the key in flight.
+//
 // Timing: the leases and retentions the suite lets expire are 150 or 300
 // ms long, and the suite sleeps well past them (400 or 800 ms) instead of
 // asserting how long anything took, so a store passes if its expiry is

@@ -1,0 +1,177 @@
+package storetest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+const (
+	// wakeWithin is how long a watcher may take to be woken after the
+	// change that wakes it: far more than a store takes, so only a
+	// wake-up that never comes reaches it.
+	wakeWithin = 5 * time.Second
+	// quietFor is how long the suite watches for a wake-up that must not
+	// come.
+	quietFor = 300 * time.Millisecond
+	// watchersPerKey is how many callers watch one key at once.
+	watchersPerKey = 8
+)
+
+// RunWatch runs the conformance suite of store.Watcher's Watch against the
+// stores newStore returns, under the same rules as Run's newStore. To
+// pass, a watch of an in-flight key is woken by its Complete (with a
+// response or nil) and by its Release, every watcher of the key at once;
+// it is not woken while the key stays in flight (claims that lose, a
+// renewal, another key's completion); and stop may be called before or
+// after the wake-up.
+func RunWatch(t *testing.T, newStore func(t *testing.T) store.Watcher) {
+	runCases(t, newStore, []suiteCase[store.Watcher]{
+		{"CompleteWakes", testWatchCompleteWakes},
+		{"UnreplayableCompleteWakes", testWatchUnreplayableCompleteWakes},
+		{"ReleaseWakes", testWatchReleaseWakes},
+		{"EveryWatcherWakes", testWatchEveryWatcherWakes},
+		{"InFlightStaysQuiet", testWatchInFlightStaysQuiet},
+		{"OtherKeysStayQuiet", testWatchOtherKeysStayQuiet},
+		{"StopBeforeTheChange", testWatchStopBeforeTheChange},
+		{"WatchAgainAfterAWakeUp", testWatchAgainAfterAWakeUp},
+	})
+}
+
+// watch starts watching key and stops the watch when the test ends.
+func watch(t *testing.T, s store.Watcher, key string) <-chan struct{} {
+	t.Helper()
+	changed, stop, err := s.Watch(t.Context(), key)
+	require.NoError(t, err, "watch %q", key)
+	t.Cleanup(stop)
+	return changed
+}
+
+// requireWoken requires changed to be closed within wakeWithin.
+func requireWoken(t *testing.T, changed <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-changed:
+	case <-time.After(wakeWithin):
+		t.Fatalf("no wake-up within %v of %s", wakeWithin, why)
+	}
+}
+
+// requireQuiet requires changed to stay open for quietFor.
+func requireQuiet(t *testing.T, changed <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-changed:
+		t.Fatalf("woken while %s", why)
+	case <-time.After(quietFor):
+	}
+}
+
+// testWatchCompleteWakes: completing the key wakes its watcher.
+func testWatchCompleteWakes(t *testing.T, s store.Watcher) {
+	owner := mustClaim(t, s, "done", "fp", longLease)
+	changed := watch(t, s, "done")
+	complete(t, s, "done", owner, sampleResponse())
+	requireWoken(t, changed, "Complete")
+}
+
+// testWatchUnreplayableCompleteWakes: completing the key with a nil
+// response (done, not replayable) wakes its watcher.
+func testWatchUnreplayableCompleteWakes(t *testing.T, s store.Watcher) {
+	owner := mustClaim(t, s, "unreplayable", "fp", longLease)
+	changed := watch(t, s, "unreplayable")
+	complete(t, s, "unreplayable", owner, nil)
+	requireWoken(t, changed, "Complete with a nil response")
+}
+
+// testWatchReleaseWakes: releasing the key wakes its watcher, who may then
+// claim it.
+func testWatchReleaseWakes(t *testing.T, s store.Watcher) {
+	owner := mustClaim(t, s, "released", "fp", longLease)
+	changed := watch(t, s, "released")
+	require.NoError(t, s.Release(t.Context(), "released", owner))
+	requireWoken(t, changed, "Release")
+	mustClaim(t, s, "released", "fp", longLease)
+}
+
+// testWatchEveryWatcherWakes: watchersPerKey callers watching one key are
+// all woken by one completion.
+func testWatchEveryWatcherWakes(t *testing.T, s store.Watcher) {
+	owner := mustClaim(t, s, "crowd", "fp", longLease)
+	watchers := make([]<-chan struct{}, watchersPerKey)
+	var started sync.WaitGroup
+	for i := range watchers {
+		started.Go(func() {
+			changed, stop, err := s.Watch(t.Context(), "crowd")
+			if err == nil {
+				t.Cleanup(stop)
+			}
+			watchers[i] = changed
+		})
+	}
+	started.Wait()
+	for i, changed := range watchers {
+		require.NotNil(t, changed, "watcher %d started", i)
+	}
+	complete(t, s, "crowd", owner, sampleResponse())
+	for i, changed := range watchers {
+		requireWoken(t, changed, fmt.Sprintf("Complete, for watcher %d", i))
+	}
+}
+
+// testWatchInFlightStaysQuiet: while the key stays in flight, neither a
+// losing claim nor a renewal wakes its watcher.
+func testWatchInFlightStaysQuiet(t *testing.T, s store.Watcher) {
+	owner := mustClaim(t, s, "busy", "fp", longLease)
+	changed := watch(t, s, "busy")
+	mustLose(t, s, "busy", "fp")
+	require.NoError(t, s.Renew(t.Context(), "busy", owner, longLease))
+	requireQuiet(t, changed, "the key is in flight")
+}
+
+// testWatchOtherKeysStayQuiet: completing and releasing other keys does
+// not wake the watcher of a key in flight.
+func testWatchOtherKeysStayQuiet(t *testing.T, s store.Watcher) {
+	mustClaim(t, s, "watched", "fp", longLease)
+	changed := watch(t, s, "watched")
+	complete(t, s, "other-1", mustClaim(t, s, "other-1", "fp", longLease), sampleResponse())
+	require.NoError(t, s.Release(t.Context(), "other-2", mustClaim(t, s, "other-2", "fp", longLease)))
+	requireQuiet(t, changed, "only other keys changed")
+}
+
+// testWatchStopBeforeTheChange: a watch stopped before the key changes
+// leaves the store working: the completion succeeds, and a new watch of
+// another key is woken as usual.
+func testWatchStopBeforeTheChange(t *testing.T, s store.Watcher) {
+	owner := mustClaim(t, s, "abandoned", "fp", longLease)
+	_, stop, err := s.Watch(t.Context(), "abandoned")
+	require.NoError(t, err)
+	stop()
+	complete(t, s, "abandoned", owner, sampleResponse())
+
+	next := mustClaim(t, s, "next", "fp", longLease)
+	changed := watch(t, s, "next")
+	complete(t, s, "next", next, sampleResponse())
+	requireWoken(t, changed, "Complete after another watch stopped")
+}
+
+// testWatchAgainAfterAWakeUp: after a release wakes a watcher and another
+// caller claims the key, a new watch is quiet while that claim is in
+// flight and woken by its completion.
+func testWatchAgainAfterAWakeUp(t *testing.T, s store.Watcher) {
+	first := mustClaim(t, s, "again", "fp", longLease)
+	changed := watch(t, s, "again")
+	require.NoError(t, s.Release(t.Context(), "again", first))
+	requireWoken(t, changed, "Release")
+
+	second := mustClaim(t, s, "again", "fp", longLease)
+	changed = watch(t, s, "again")
+	requireQuiet(t, changed, "the second claim is in flight")
+	complete(t, s, "again", second, sampleResponse())
+	requireWoken(t, changed, "the second claim's Complete")
+}
