@@ -46,6 +46,8 @@ type Store struct {
 	abandoned time.Duration
 	replicas  *replicaAcks // nil: writes do not wait for replicas
 	leaseKeys string       // "1": leases are written to lease keys too
+
+	subscribers subscribers // of Watch
 }
 
 // Option configures a Store built by New.

@@ -1,8 +1,6 @@
 package redisstore_test
 
 import (
-	"context"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -87,60 +85,19 @@ func TestWatchPublishes(t *testing.T) {
 	}
 }
 
-// TestWatchDroppedSubscription: when the server drops the watch's
-// subscription (CLIENT KILL of every pub/sub connection, on a server of
-// the test's own), its waiter is woken rather than left waiting for a
-// publication it can no longer hear, while the key is still in flight.
-func TestWatchDroppedSubscription(t *testing.T) {
-	client := startRedis(t, freePort(t), "").client(t)
-	s, _ := newStore(t, client)
-	ctx := t.Context()
-	_, claimed, err := s.Claim(ctx, "pay", "fp", "owner", time.Minute)
-	require.NoError(t, err)
-	require.True(t, claimed)
-	changed, stop, err := s.Watch(ctx, "pay")
-	require.NoError(t, err)
-	defer stop()
-	require.NoError(t, client.ClientKillByFilter(ctx, "TYPE", "pubsub").Err())
-	requireClosed(t, changed, "the kill of its connection")
-}
-
-// TestWatchFreesItself: watches that end by stop, or by the end of their
-// context, each before or after a wake-up, leave neither a goroutine nor
-// a connection behind.
-func TestWatchFreesItself(t *testing.T) {
-	client := startRedis(t, freePort(t), "").client(t)
-	s, _ := newStore(t, client)
-	ctx := t.Context()
-	goroutines := runtime.NumGoroutine()
-	const watches = 50
-	for i := range watches {
-		key := strconv.Itoa(i)
-		rec, claimed, err := s.Claim(ctx, key, "fp", "owner", time.Minute)
-		require.NoError(t, err)
-		require.True(t, claimed)
-		wctx, cancel := context.WithCancel(ctx)
-		changed, stop, err := s.Watch(wctx, key)
-		require.NoError(t, err)
-		if i%2 == 0 {
-			require.NoError(t, s.Complete(ctx, key, rec.Owner, nil, time.Minute))
-			requireClosed(t, changed, "Complete of "+key)
-		}
-		if i%4 < 2 {
-			stop()
-			cancel()
-		} else {
-			cancel()
-			defer stop()
-		}
-	}
-	eventually(t, "the watches' goroutines are gone", wokenWithin, func() bool {
-		return runtime.NumGoroutine() <= goroutines
-	})
-	eventually(t, "the watches' connections are closed", wokenWithin, func() bool {
-		list, err := client.Do(ctx, "client", "list", "type", "pubsub").Text()
-		return err == nil && list == ""
-	})
+// TestWatchNeedsShardedPubSub: on a Ring, whose shards the store cannot
+// tell apart, Watch returns an error (its caller polls), and the store
+// works on.
+func TestWatchNeedsShardedPubSub(t *testing.T) {
+	server := startRedis(t, freePort(t), "")
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": server.addr()}})
+	t.Cleanup(func() { _ = ring.Close() })
+	s := redisstore.New(ring) // on a server of the test's own, gone when it ends
+	claim(t, s, "pay")
+	_, stop, err := s.Watch(t.Context(), "pay")
+	require.ErrorContains(t, err, "sharded pub/sub needs")
+	assert.Nil(t, stop)
+	claim(t, s, "another")
 }
 
 // BenchmarkWaitWake measures, through the middleware, how soon a request
