@@ -28,8 +28,8 @@ var _ store.Watcher = (*Store)(nil)
 // one subscription. changed is closed at once when the record is not in
 // flight, and also when the subscription ends before a publication (the
 // connection dropped, the slot moved), since a publication may have been
-// missed. It is not closed once ctx ends: the watch then ends itself, and
-// stop does nothing more.
+// missed. The end of ctx ends the watch as stop does, without closing
+// changed; stop then does nothing more.
 func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	keys := s.keys(key)
 	node, err := nodeOf(ctx, s.client, keys[2])
