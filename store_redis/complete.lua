@@ -1,6 +1,7 @@
 -- complete: turn the caller's in-flight record into a done one; follows owner.lua.
 -- KEYS[1] record hash
 -- KEYS[2] lease key of the two-key layout, deleted with ARGV[8]
+-- KEYS[3] the record's channel, published on when a watcher marked the record
 -- ARGV[1] token, ARGV[2] fencing number (checked by owner.lua)
 -- ARGV[3] retention, in milliseconds
 -- ARGV[4] state: 2 completed, 3 unreplayable
@@ -11,5 +12,8 @@ redis.call('HSET', KEYS[1], 'state', ARGV[4], 'status', ARGV[5], 'header', ARGV[
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if ARGV[8] == '1' then
   redis.call('DEL', KEYS[2])
+end
+if rec[5] then
+  redis.call('SPUBLISH', KEYS[3], '')
 end
 return 1

@@ -324,19 +324,29 @@ var commandStat = regexp.MustCompile(`(?m)^cmdstat_([^:]+):calls=(\d+),usec=(\d+
 // client's server.
 func serverWorkOf(tb testing.TB, client redis.UniversalClient) serverWork {
 	tb.Helper()
-	info, err := client.Info(context.Background(), "commandstats").Result()
-	require.NoError(tb, err)
 	var w serverWork
-	for _, m := range commandStat.FindAllStringSubmatch(info, -1) {
-		if m[1] == "info" {
-			continue
+	for name, cmd := range commandWorkOf(tb, client) {
+		if name != "info" {
+			w.calls += cmd.calls
+			w.usec += cmd.usec
 		}
-		calls, _ := strconv.ParseInt(m[2], 10, 64)
-		usec, _ := strconv.ParseInt(m[3], 10, 64)
-		w.calls += calls
-		w.usec += usec
 	}
 	return w
+}
+
+// commandWorkOf returns, by command name, the work INFO commandstats has
+// counted so far on client's server, INFO's own calls included.
+func commandWorkOf(tb testing.TB, client redis.UniversalClient) map[string]serverWork {
+	tb.Helper()
+	info, err := client.Info(context.Background(), "commandstats").Result()
+	require.NoError(tb, err)
+	work := map[string]serverWork{}
+	for _, m := range commandStat.FindAllStringSubmatch(info, -1) {
+		calls, _ := strconv.ParseInt(m[2], 10, 64)
+		usec, _ := strconv.ParseInt(m[3], 10, 64)
+		work[m[1]] = serverWork{calls: calls, usec: usec}
+	}
+	return work
 }
 
 // since returns the work done between earlier and w.

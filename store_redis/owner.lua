@@ -1,11 +1,12 @@
 -- owner: the guard that opens renew, complete and release. It returns false
 -- (a nil reply) unless the record is in flight under the caller's token and
 -- fencing number, a token never being empty; rec then holds state, token,
--- fence and abandoned.
+-- fence, abandoned and waited (set when a watcher marked the record:
+-- complete.lua and release.lua then publish on its channel).
 -- KEYS[1] record hash
 -- ARGV[1] token of the caller
 -- ARGV[2] fencing number of the caller
-local rec = redis.call('HMGET', KEYS[1], 'state', 'token', 'fence', 'abandoned')
+local rec = redis.call('HMGET', KEYS[1], 'state', 'token', 'fence', 'abandoned', 'waited')
 if rec[1] ~= '1' or rec[2] ~= ARGV[1] or ARGV[1] == '' or tonumber(rec[3]) ~= tonumber(ARGV[2]) then
   return false
 end

@@ -6,11 +6,17 @@
 -- go back.
 -- KEYS[1] record hash
 -- KEYS[2] lease key of the two-key layout, deleted with ARGV[3]
+-- KEYS[3] the record's channel, published on when a watcher marked the
+--         record; the mark goes with the token, so that the next claim's
+--         completion publishes only if that claim is waited for
 -- ARGV[1] token, ARGV[2] fencing number (checked by owner.lua)
 -- ARGV[3] '1' when the lease key of the two-key layout is written too
 -- returns 1 when released, false (nil) when the caller does not hold the key
-redis.call('HDEL', KEYS[1], 'token')
+redis.call('HDEL', KEYS[1], 'token', 'waited')
 if ARGV[3] == '1' then
   redis.call('DEL', KEYS[2])
+end
+if rec[5] then
+  redis.call('SPUBLISH', KEYS[3], '')
 end
 return 1

@@ -7,10 +7,11 @@ import (
 )
 
 // Each operation is one Lua script, run with EVALSHA (and EVAL once, the
-// first time a server has not seen it). Every script touches only the key
-// of one record and its lease key of the two-key layout, which share a
-// hash tag and so a Cluster slot. The .lua files document their KEYS, ARGV
-// and replies.
+// first time a server has not seen it). Every script is given the same
+// three names, which share a hash tag and so a Cluster slot: the key of
+// one record, its lease key of the two-key layout, and its shard channel,
+// on which complete and release publish when a watcher marked the record.
+// The .lua files document their KEYS, ARGV and replies.
 var (
 	//go:embed claim.lua
 	claimLua string
@@ -24,6 +25,8 @@ var (
 	releaseLua string
 	//go:embed completed.lua
 	completedLua string
+	//go:embed watch.lua
+	watchLua string
 
 	// claimScript replies {1, fence, ms left} when it claimed the key, or the
 	// existing record: {0, state, fingerprint, fence, ms left[, status,
@@ -39,4 +42,7 @@ var (
 	// (WithReplicaAcks): it also replies 1 when the record is already done
 	// under the caller's fencing number.
 	completeAgainScript = redis.NewScript(completedLua + ownerLua + completeLua)
+	// watchScript marks an in-flight record as waited for and replies 1,
+	// or replies 0 when the record is not in flight.
+	watchScript = redis.NewScript(watchLua)
 )

@@ -5,7 +5,7 @@
 // Each Store method is one round trip: a Lua script that reads and writes
 // the key's record atomically. A record is one key, a hash:
 //
-//	<prefix>{<hash>}  state, fingerprint, fence, token, abandoned; once done also status, header, body
+//	<prefix>{<hash>}  state, fingerprint, fence, token, abandoned[, waited]; once done also status, header, body
 //
 // where <hash> is store.HashKey of the key: its SHA-256 in hex. The
 // middleware's keys are binary and as long as the client's key, route and
@@ -17,6 +17,8 @@
 // its abandoned retention after its lease, so the lease left is the time
 // left minus that retention. A record of the two-key layout, whose lease
 // was the key <prefix>{<hash>}:lease in the same slot, is still honoured.
+// The field waited marks a record a Watch waits for: its complete or
+// release then publishes on the shard channel <prefix>{<hash>}:changed.
 package redisstore
 
 import (
@@ -44,6 +46,8 @@ type Store struct {
 	abandoned time.Duration
 	replicas  *replicaAcks // nil: writes do not wait for replicas
 	leaseKeys string       // "1": leases are written to lease keys too
+
+	subscribers subscribers // of Watch
 }
 
 // Option configures a Store built by New.
@@ -104,10 +108,11 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 }
 
 // keys returns the Redis keys of key's record and of its lease in the
-// two-key layout, which share key's hash as their hash tag.
+// two-key layout, and the name of the record's shard channel (see Watch),
+// which share key's hash as their hash tag.
 func (s *Store) keys(key string) []string {
 	record := s.prefix + "{" + store.HashKey(key) + "}"
-	return []string{record, record + ":lease"}
+	return []string{record, record + ":lease", record + ":changed"}
 }
 
 // Claim implements store.Store. Its record holds lease on the Redis clock;
