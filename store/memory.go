@@ -191,7 +191,7 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 		header = encodeHeader(scratch[:0], resp.Header)
 	}
 	return m.withHeld(key, owner, func(i int32) {
-		m.wake(m.records.slots[i].key())
+		m.wake(i)
 		m.complete(i, resp, header, retention)
 	})
 }
@@ -225,7 +225,7 @@ func (m *Memory) complete(i int32, resp *Response, header []byte, retention time
 // higher fencing number all the same.
 func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
 	return m.withHeld(key, owner, func(i int32) {
-		m.wake(m.records.slots[i].key())
+		m.wake(i)
 		m.forget(i)
 		m.records.remove(i)
 	})
@@ -288,7 +288,7 @@ func (m *Memory) sweep(now time.Duration) {
 		case r.state == 0: // a free slot
 		case r.expires <= now:
 			if r.state == StateInFlight {
-				m.wake(r.key()) // a lapsed lease nobody took over
+				m.wake(int32(i)) // a lapsed lease nobody took over
 			}
 			m.forget(int32(i))
 			m.records.remove(int32(i))

@@ -55,14 +55,15 @@ func (m *Memory) unwatch(key string, w *keyWatch) {
 	}
 }
 
-// wake closes the channel of key's watches, if any, and forgets them: a
-// later Watch of key, once it is claimed again, gets a channel of its own.
-// It is called under the store's lock, and does nothing, without hashing
-// key, while no key is watched.
-func (m *Memory) wake(key string) {
+// wake closes the channel of the watches of the key in slot i, if any, and
+// forgets them: a later Watch of the key, once it is claimed again, gets a
+// channel of its own. It is called under the store's lock, and while no
+// key is watched it returns before it reads the key.
+func (m *Memory) wake(i int32) {
 	if len(m.watches) == 0 {
 		return
 	}
+	key := m.records.slots[i].key()
 	if w, ok := m.watches[key]; ok {
 		close(w.changed)
 		delete(m.watches, key)
