@@ -373,3 +373,38 @@ func TestDoWaitWithAWatcher(t *testing.T) {
 		})
 	}
 }
+
+// TestDoWaitStopsItsWatchWhenFnPanics: a waiting caller that claims the
+// released key and whose fn panics has stopped every watch it started
+// when the panic leaves Do.
+func TestDoWaitStopsItsWatchWhenFnPanics(t *testing.T) {
+	s := newWatchStore()
+	started, finish := make(chan struct{}), make(chan struct{})
+	holder := make(chan error, 1)
+	go func() {
+		_, err := idempotency.Do(context.Background(), s, "k", func(context.Context) ([]byte, error) {
+			close(started)
+			<-finish
+			return nil, errors.New("failed: released")
+		})
+		holder <- err
+	}()
+	<-started
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		_, _ = idempotency.Do(t.Context(), s, "k", func(context.Context) ([]byte, error) {
+			panic("fn panicked")
+		}, idempotency.DoWait(10*time.Second))
+	}()
+	awaitWatches(t, s, 1)
+	close(finish)
+	require.Error(t, <-holder)
+	select {
+	case p := <-panicked:
+		require.Equal(t, "fn panicked", p)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not claim the released key")
+	}
+	requireWatchedClaimedKey(t, s)
+}

@@ -70,6 +70,7 @@ func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, ke
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	w := startWatch(ctx, watcher, key)
+	defer w.end() // the last watch, even if try panics
 	for {
 		select {
 		case <-ctx.Done():
@@ -82,12 +83,10 @@ func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, ke
 		}
 		w = startWatch(ctx, watcher, key)
 		if try() {
-			w.end()
 			return polledDone
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			w.end()
 			return polledTimedOut
 		}
 		interval = 2 * interval
@@ -118,9 +117,10 @@ func startWatch(ctx context.Context, s store.Watcher, key string) watch {
 	return watch{changed: changed, stop: stop}
 }
 
-// end stops w.
-func (w watch) end() {
+// end stops w, unless it has ended: it may be called again.
+func (w *watch) end() {
 	if w.stop != nil {
 		w.stop()
 	}
+	*w = watch{}
 }

@@ -165,15 +165,16 @@ func TestPollWokenByTheStore(t *testing.T) {
 }
 
 // watchStore is a memory store whose watches are counted, with the keys
-// they watch and the keys claimed. A silent one's watches never fire; a
-// failing one's Watch returns fail.
+// they watch and the keys claimed, and the watches started and stopped. A
+// silent one's watches never fire; a failing one's Watch returns fail.
 type watchStore struct {
 	*store.Memory
-	silent  bool
-	fail    error
-	mu      sync.Mutex
-	watched map[string]int
-	claimed map[string]bool
+	silent           bool
+	fail             error
+	mu               sync.Mutex
+	watched          map[string]int
+	claimed          map[string]bool
+	started, stopped int
 }
 
 func newWatchStore() *watchStore {
@@ -189,19 +190,26 @@ func (s *watchStore) Claim(ctx context.Context, key, fp, token string, lease tim
 
 func (s *watchStore) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.watched[key]++
-	s.mu.Unlock()
-	switch {
-	case s.fail != nil:
+	if s.fail != nil {
 		return nil, nil, s.fail
-	case s.silent:
-		return make(chan struct{}), func() {}, nil
 	}
-	return s.Memory.Watch(ctx, key)
+	changed, stop, err := s.Memory.Watch(ctx, key)
+	if s.silent {
+		changed = make(chan struct{})
+	}
+	s.started++
+	return changed, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.stopped++
+		stop()
+	}, err
 }
 
-// requireWatchedClaimedKey requires s to have been watched, and only on
-// the keys claimed.
+// requireWatchedClaimedKey requires s to have been watched, only on the
+// keys claimed, and every watch started to have been stopped.
 func requireWatchedClaimedKey(t *testing.T, s *watchStore) {
 	t.Helper()
 	s.mu.Lock()
@@ -210,6 +218,7 @@ func requireWatchedClaimedKey(t *testing.T, s *watchStore) {
 	for key := range s.watched {
 		require.True(t, s.claimed[key], "watched %q, which nobody claimed", key)
 	}
+	require.Equal(t, s.started, s.stopped, "watches started and stopped")
 }
 
 // awaitWatches waits until s has been watched n times.
