@@ -12,8 +12,8 @@ type keyWatch struct {
 	watchers int
 }
 
-// closed is the channel Watch returns for a key not in flight.
-var closed = func() chan struct{} {
+// closedWatch is the channel Watch returns for a key not in flight.
+var closedWatch = func() chan struct{} {
 	c := make(chan struct{})
 	close(c)
 	return c
@@ -30,7 +30,7 @@ func (m *Memory) Watch(_ context.Context, key string) (<-chan struct{}, func(), 
 	defer m.mu.Unlock()
 	i := m.records.find(m.records.hash(key), key)
 	if i < 0 || m.records.slots[i].state != StateInFlight || m.records.slots[i].expires <= m.now() {
-		return closed, func() {}, nil
+		return closedWatch, func() {}, nil
 	}
 	w := m.watches[key]
 	if w == nil {
