@@ -120,13 +120,14 @@ func (j *job) tryInTx(ctx context.Context, ts store.TxStore) (result []byte, err
 	}
 }
 
-// wait polls the key, as a request waiting with WithWait does, until its
-// result is stored, or it is free and this caller runs fn, or the wait or
-// ctx ends (ErrInFlight).
+// wait waits for the key, as a request waiting with WithWait does (woken
+// by a store.Watcher, else polling), until its result is stored, or it is
+// free and this caller runs fn, or the wait or ctx ends (ErrInFlight).
 func (j *job) wait(ctx context.Context) ([]byte, error) {
 	var result []byte
 	var err error
-	switch poll(ctx, j.cfg.wait, func() (done bool) { result, err, done = j.try(ctx); return done }) {
+	try := func() (done bool) { result, err, done = j.try(ctx); return done }
+	switch waitPolls.poll(ctx, j.cfg.wait, j.store, j.key, try) {
 	case polledDone:
 		return result, err
 	case polledInterrupted:

@@ -328,3 +328,83 @@ func ExampleDo() {
 	// receipt sent <nil>
 	// receipt sent <nil>
 }
+
+// TestDoWaitWithAWatcher: callers waiting (DoWait) on a key held by
+// another watch it and all get the holder's result, fn running once; when
+// the watch never fires or fails, the fallback polls answer them all the
+// same, after the first (see TestWaitWithAWatcher).
+func TestDoWaitWithAWatcher(t *testing.T) {
+	for name, newStore := range watchStores() {
+		t.Run(name, func(t *testing.T) {
+			const waiters = 20
+			s := newStore()
+			job := &countingJob{result: "sent"}
+			started, finish := make(chan struct{}), make(chan struct{})
+			holder := make(chan error, 1)
+			go func() {
+				_, err := idempotency.Do(context.Background(), s, "k", func(ctx context.Context) ([]byte, error) {
+					close(started)
+					<-finish
+					return job.fn(ctx)
+				})
+				holder <- err
+			}()
+			<-started
+			results := make(chan string, waiters)
+			for range waiters {
+				go func() {
+					got, err := idempotency.Do(t.Context(), s, "k", job.fn, idempotency.DoWait(10*time.Second))
+					results <- fmt.Sprint(string(got), err)
+				}()
+			}
+			awaitWatches(t, s, 2*waiters)
+			close(finish)
+			require.NoError(t, <-holder)
+			for range waiters {
+				select {
+				case got := <-results:
+					require.Equal(t, "sent<nil>", got)
+				case <-time.After(5 * time.Second):
+					t.Fatal("a waiter got no result")
+				}
+			}
+			require.EqualValues(t, 1, job.runs.Load())
+			requireWatchedClaimedKey(t, s)
+		})
+	}
+}
+
+// TestDoWaitStopsItsWatchWhenFnPanics: a waiting caller that claims the
+// released key and whose fn panics has stopped every watch it started
+// when the panic leaves Do.
+func TestDoWaitStopsItsWatchWhenFnPanics(t *testing.T) {
+	s := newWatchStore()
+	started, finish := make(chan struct{}), make(chan struct{})
+	holder := make(chan error, 1)
+	go func() {
+		_, err := idempotency.Do(context.Background(), s, "k", func(context.Context) ([]byte, error) {
+			close(started)
+			<-finish
+			return nil, errors.New("failed: released")
+		})
+		holder <- err
+	}()
+	<-started
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		_, _ = idempotency.Do(t.Context(), s, "k", func(context.Context) ([]byte, error) {
+			panic("fn panicked")
+		}, idempotency.DoWait(10*time.Second))
+	}()
+	awaitWatches(t, s, 1)
+	close(finish)
+	require.Error(t, <-holder)
+	select {
+	case p := <-panicked:
+		require.Equal(t, "fn panicked", p)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not claim the released key")
+	}
+	requireWatchedClaimedKey(t, s)
+}

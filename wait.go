@@ -4,23 +4,23 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/seed43327c4c/idempotency/store"
 )
 
-// Polling bounds for a request waiting on an in-flight key (WithWait).
-const (
-	firstPoll = 10 * time.Millisecond
-	maxPoll   = 250 * time.Millisecond
-)
+// waitPolls is when a request waiting on an in-flight key (WithWait, and
+// Do's DoWait) looks at it again without a wake-up.
+var waitPolls = backoff{first: 10 * time.Millisecond, max: 250 * time.Millisecond}
 
-// waitForRecord polls the key of a request whose duplicate is in flight
-// until it completes (replay), is released or lapses (this request claims
-// it and runs), or the wait times out (409). The request's own context
-// ending (its deadline, or its client hanging up) ends the wait as a
-// timeout does, with 409. A poll the store fails gets 503, never the
+// waitForRecord waits for the key of a request whose duplicate is in
+// flight until it completes (replay), is released or lapses (this request
+// claims it and runs), or the wait times out (409). The request's own
+// context ending (its deadline, or its client hanging up) ends the wait as
+// a timeout does, with 409. A look the store fails gets 503, never the
 // handler run unprotected (see storeFailed).
 func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *call, token string) {
 	c.waiting, c.waitStart = true, now()
-	switch poll(r.Context(), m.wait, func() bool { return m.tryClaim(w, r, c, token) }) {
+	switch waitPolls.poll(r.Context(), m.wait, m.store, c.key, func() bool { return m.tryClaim(w, r, c, token) }) {
 	case polledDone:
 		return
 	case polledInterrupted:
@@ -41,23 +41,47 @@ const (
 	polledInterrupted                // ctx ended
 )
 
-// poll calls try after firstPoll, then at intervals doubling up to maxPoll,
-// until try reports done, wait has passed, or ctx ends. ctx is checked
-// whichever woke the loop: when both were ready, select may have taken the
-// timer, and a caller whose context ended must not claim.
-func poll(ctx context.Context, wait time.Duration, try func() bool) pollEnd {
+// backoff is when a waiting loop looks at its key again if nothing wakes
+// it: after first, then at intervals doubling up to max.
+type backoff struct{ first, max time.Duration }
+
+// poll calls try, which looks at key in s, each time key may have changed,
+// until try reports done, wait has passed, or ctx ends; the caller has
+// looked once before poll. If s is a store.Watcher, each look comes after
+// a watch of key has started, so that no change after the look goes
+// unseen, and the watch lasts until the next wake-up: through the try, and
+// so through the handler's or fn's run if the try claims the key. A timer
+// following b is the fallback: for a wake-up that never comes, and for a
+// round whose Watch failed. ctx is checked whichever woke the loop: when
+// several were ready, select may have taken another, and a caller whose
+// context ended must not claim.
+//
+// The first wait is b.first even with a watch: the caller's look came
+// before the watch, and a store that cannot tell at once that the key has
+// left the flight (one that subscribes, say) misses a change in between.
+// After that, a round with a watch waits b.max: only a lost wake-up (a
+// dropped connection) or a lease that lapsed without a release is left for
+// the timer, and b.max bounds how late either is noticed, as it does for a
+// loop that only polls. A round without a watch doubles the interval.
+func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, key string, try func() bool) pollEnd {
+	watcher, _ := s.(store.Watcher)
 	deadline := time.Now().Add(wait)
-	interval := min(firstPoll, wait)
+	interval := min(b.first, wait)
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
+	w := startWatch(ctx, watcher, key)
+	defer w.end() // the last watch, even if try panics
 	for {
 		select {
 		case <-ctx.Done():
 		case <-timer.C:
+		case <-w.changed:
 		}
+		w.end()
 		if ctx.Err() != nil {
 			return polledInterrupted
 		}
+		w = startWatch(ctx, watcher, key)
 		if try() {
 			return polledDone
 		}
@@ -65,7 +89,38 @@ func poll(ctx context.Context, wait time.Duration, try func() bool) pollEnd {
 		if left <= 0 {
 			return polledTimedOut
 		}
-		interval = min(2*interval, maxPoll, left)
+		interval = 2 * interval
+		if w.changed != nil {
+			interval = b.max
+		}
+		interval = min(interval, b.max, left)
 		timer.Reset(interval)
 	}
+}
+
+// watch is one round's watch of a waiting loop's key. The zero watch, of
+// a store that cannot watch or whose Watch failed, never wakes.
+type watch struct {
+	changed <-chan struct{}
+	stop    func()
+}
+
+// startWatch starts watching key in s, if s is not nil.
+func startWatch(ctx context.Context, s store.Watcher, key string) watch {
+	if s == nil {
+		return watch{}
+	}
+	changed, stop, err := s.Watch(ctx, key)
+	if err != nil {
+		return watch{} // the timer polls this round
+	}
+	return watch{changed: changed, stop: stop}
+}
+
+// end stops w, unless it has ended: it may be called again.
+func (w *watch) end() {
+	if w.stop != nil {
+		w.stop()
+	}
+	*w = watch{}
 }

@@ -2,8 +2,10 @@ package idempotency_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,4 +108,174 @@ func TestWaitEndedDuringAPoll(t *testing.T) {
 	close(h.gate)
 	<-done
 	require.EqualValues(t, 1, h.runs.Load())
+}
+
+// TestPollWokenByTheStore: with a store.Watcher and fallback polls an hour
+// apart, loops waiting on one key are woken by its completion or release,
+// every one of them: the wake-ups answer them, not the timer. A waiter
+// looks once after a completion; after a release, one waiter claims the
+// key and completes it, and the others look once more, woken by that.
+func TestPollWokenByTheStore(t *testing.T) {
+	const waiters = 20
+	done := &store.Response{Status: http.StatusOK}
+	for _, tc := range []struct {
+		name     string
+		finish   func(ctx context.Context, m *store.Memory, owner store.Lease) error
+		maxLooks int64
+	}{
+		{"complete", func(ctx context.Context, m *store.Memory, owner store.Lease) error {
+			return m.Complete(ctx, "k", owner, done, time.Hour)
+		}, waiters},
+		{"release", func(ctx context.Context, m *store.Memory, owner store.Lease) error {
+			return m.Release(ctx, "k", owner)
+		}, 2 * waiters},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			m := store.NewMemory()
+			rec, _, err := m.Claim(ctx, "k", "fp", "owner", time.Hour)
+			require.NoError(t, err)
+			var looks atomic.Int64
+			ended := make(chan bool, waiters)
+			for i := range waiters {
+				token := fmt.Sprint("waiter-", i)
+				go func() {
+					ended <- idempotency.PollEvery(ctx, time.Hour, time.Hour, m, "k", func() bool {
+						looks.Add(1)
+						rec, claimed, err := m.Claim(ctx, "k", "fp", token, time.Hour)
+						if claimed {
+							err = m.Complete(ctx, "k", rec.Owner, done, time.Hour)
+						}
+						return err == nil && (claimed || rec.State != store.StateInFlight)
+					})
+				}()
+			}
+			require.NoError(t, tc.finish(ctx, m, rec.Owner))
+			for range waiters {
+				select {
+				case ok := <-ended:
+					require.True(t, ok)
+				case <-time.After(5 * time.Second):
+					t.Fatal("a waiter was not woken")
+				}
+			}
+			require.LessOrEqual(t, looks.Load(), tc.maxLooks)
+		})
+	}
+}
+
+// watchStore is a memory store whose watches are counted, with the keys
+// they watch and the keys claimed, and the watches started and stopped. A
+// silent one's watches never fire; a failing one's Watch returns fail.
+type watchStore struct {
+	*store.Memory
+	silent           bool
+	fail             error
+	mu               sync.Mutex
+	watched          map[string]int
+	claimed          map[string]bool
+	started, stopped int
+}
+
+func newWatchStore() *watchStore {
+	return &watchStore{Memory: store.NewMemory(), watched: map[string]int{}, claimed: map[string]bool{}}
+}
+
+func (s *watchStore) Claim(ctx context.Context, key, fp, token string, lease time.Duration) (store.Record, bool, error) {
+	s.mu.Lock()
+	s.claimed[key] = true
+	s.mu.Unlock()
+	return s.Memory.Claim(ctx, key, fp, token, lease)
+}
+
+func (s *watchStore) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watched[key]++
+	if s.fail != nil {
+		return nil, nil, s.fail
+	}
+	changed, stop, err := s.Memory.Watch(ctx, key)
+	if s.silent {
+		changed = make(chan struct{})
+	}
+	s.started++
+	return changed, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.stopped++
+		stop()
+	}, err
+}
+
+// requireWatchedClaimedKey requires s to have been watched, only on the
+// keys claimed, and every watch started to have been stopped.
+func requireWatchedClaimedKey(t *testing.T, s *watchStore) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.NotEmpty(t, s.watched, "the waiters watched the key")
+	for key := range s.watched {
+		require.True(t, s.claimed[key], "watched %q, which nobody claimed", key)
+	}
+	require.Equal(t, s.started, s.stopped, "watches started and stopped")
+}
+
+// awaitWatches waits until s has been watched n times.
+func awaitWatches(t *testing.T, s *watchStore, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		watches := 0
+		for _, w := range s.watched {
+			watches += w
+		}
+		return watches >= n
+	}, 5*time.Second, time.Millisecond, "%d watches", n)
+}
+
+// watchStores are the stores the waiting tests run on: a working watch,
+// and two that leave the waiters to the fallback polls.
+func watchStores() map[string]func() *watchStore {
+	return map[string]func() *watchStore{
+		"wake-ups":          newWatchStore,
+		"watch never fires": func() *watchStore { s := newWatchStore(); s.silent = true; return s },
+		"watch fails":       func() *watchStore { s := newWatchStore(); s.fail = errStoreDown; return s },
+	}
+}
+
+// TestWaitWithAWatcher: with WithWait, many duplicates waiting on one key
+// watch it and all replay the first request's response, the handler
+// running once; when the watch never fires or fails, the fallback polls
+// answer them all the same, after the first (the first request completes
+// once each duplicate has watched twice: its first fallback poll is past).
+func TestWaitWithAWatcher(t *testing.T) {
+	for name, newStore := range watchStores() {
+		t.Run(name, func(t *testing.T) {
+			const duplicates = 20
+			s := newStore()
+			h := &paymentHandler{gate: make(chan struct{})}
+			mw := idempotency.New(idempotency.WithStore(s), idempotency.WithWait(10*time.Second))(h)
+			done := startFirst(t, mw, h, "k", `{"n":1}`)
+			responses := make(chan *http.Response, duplicates)
+			for range duplicates {
+				go func() { responses <- post(mw, "k", `{"n":1}`) }()
+			}
+			awaitWatches(t, s, 2*duplicates)
+			close(h.gate)
+			<-done
+			for range duplicates {
+				select {
+				case resp := <-responses:
+					require.Equal(t, http.StatusCreated, resp.StatusCode)
+					require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"))
+				case <-time.After(5 * time.Second):
+					t.Fatal("a duplicate was not answered")
+				}
+			}
+			require.EqualValues(t, 1, h.runs.Load())
+			requireWatchedClaimedKey(t, s)
+		})
+	}
 }

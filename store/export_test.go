@@ -22,3 +22,10 @@ func MemoryArena(m *Memory) (held, live int) {
 	defer m.mu.Unlock()
 	return m.arena.held, m.arena.live
 }
+
+// MemoryWatchedKeys reports how many keys m holds watches of.
+func MemoryWatchedKeys(m *Memory) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.watches)
+}

@@ -32,8 +32,9 @@ const never = time.Duration(math.MaxInt64)
 // does not fit in WithMaxBytes is not stored: its key is completed as done
 // but not replayable. Claim returns one decoded response to every
 // duplicate, which callers must treat as read-only. The context arguments
-// are unused. A Memory is safe for concurrent use and must not be copied
-// after first use.
+// are unused. It is a Watcher: a caller waiting for a key in flight is
+// woken by the key's Complete or Release (see Watch). A Memory is safe for
+// concurrent use and must not be copied after first use.
 type Memory struct {
 	mu       sync.Mutex
 	records  recordIndex
@@ -45,9 +46,13 @@ type Memory struct {
 	nextExp  time.Duration // no record expires before this instant
 	inserts  int           // new keys since the last sweep
 	fence    int64         // the last fencing number given, to any key
+
+	// watches holds, by kept key, the watches of keys in flight (see
+	// Watch); nil until the first.
+	watches map[string]*keyWatch
 }
 
-var _ Store = (*Memory)(nil)
+var _ Watcher = (*Memory)(nil)
 
 // MemoryOption configures a Memory store built by NewMemory.
 type MemoryOption func(*Memory)
@@ -185,7 +190,10 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	if resp != nil {
 		header = encodeHeader(scratch[:0], resp.Header)
 	}
-	return m.withHeld(key, owner, func(i int32) { m.complete(i, resp, header, retention) })
+	return m.withHeld(key, owner, func(i int32) {
+		m.wake(i)
+		m.complete(i, resp, header, retention)
+	})
 }
 
 // complete completes the in-flight record in slot i, with resp and its
@@ -217,6 +225,7 @@ func (m *Memory) complete(i int32, resp *Response, header []byte, retention time
 // higher fencing number all the same.
 func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
 	return m.withHeld(key, owner, func(i int32) {
+		m.wake(i)
 		m.forget(i)
 		m.records.remove(i)
 	})
@@ -278,6 +287,9 @@ func (m *Memory) sweep(now time.Duration) {
 		switch {
 		case r.state == 0: // a free slot
 		case r.expires <= now:
+			if r.state == StateInFlight {
+				m.wake(int32(i)) // a lapsed lease nobody took over
+			}
 			m.forget(int32(i))
 			m.records.remove(int32(i))
 		default:

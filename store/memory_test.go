@@ -30,6 +30,35 @@ func TestMemoryConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) store.Store { return store.NewMemory() })
 }
 
+func TestMemoryWatchConformance(t *testing.T) {
+	storetest.RunWatch(t, func(*testing.T) store.Watcher { return store.NewMemory() })
+}
+
+// TestMemoryUnwatchedKeysAllocateNothing: claiming, releasing and
+// completing a key nobody watches allocates nothing for watches, whether
+// or not another key is watched: the hot path of the default store pays
+// for wake-ups only when a caller waits.
+func TestMemoryUnwatchedKeysAllocateNothing(t *testing.T) {
+	resp := &store.Response{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte("{}")}
+	for _, watched := range []bool{false, true} {
+		t.Run(fmt.Sprint("another key watched: ", watched), func(t *testing.T) {
+			m := store.NewMemory()
+			ctx := t.Context()
+			if watched {
+				mustClaim(t, m, "watched", lease)
+				_ = watchMemory(t, m, "watched")
+			}
+			allocs := testing.AllocsPerRun(100, func() {
+				rec, _, _ := m.Claim(ctx, "k", "fp", "token", lease)
+				_ = m.Release(ctx, "k", rec.Owner)
+				rec, _, _ = m.Claim(ctx, "k", "fp", "token", lease)
+				_ = m.Complete(ctx, "k", rec.Owner, resp, 0) // the next Claim takes the expired record over
+			})
+			require.Zero(t, allocs)
+		})
+	}
+}
+
 // claim claims key on m with a fresh token and requires no error.
 func claim(t *testing.T, m *store.Memory, key string, d time.Duration) (store.Record, bool) {
 	t.Helper()
