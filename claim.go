@@ -26,10 +26,14 @@ func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
 	m.decided(r, c, OutcomeKeyInFlight)
 }
 
-// tryClaim makes one attempt at c's key: it runs the handler if it
-// claims the key, or answers from the record holding it. It reports false,
-// having written nothing, when the key is in flight for the same request.
+// tryClaim makes one attempt at c's key: it answers from the replay cache
+// if that keeps the key's record, else it runs the handler if it claims
+// the key, or answers from the record holding it. It reports false, having
+// written nothing, when the key is in flight for the same request.
 func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
+	if rec, ok := m.cache.get(c.key); ok {
+		return m.answerFromRecord(w, r, c, rec)
+	}
 	if m.txStore != nil {
 		return m.tryClaimInTx(w, r, c, token)
 	}
@@ -44,6 +48,7 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim: %w", err))
 		return true
 	}
+	m.cache.put(c.key, rec, claimedAt.Sub(epoch), rec.TTL)
 	return m.answerFromRecord(w, r, c, rec)
 }
 
@@ -58,7 +63,7 @@ func (m *middleware) claimReported(r *http.Request, c *call, claimedAt time.Time
 // tryClaimInTx is tryClaim for a store that claims inside a transaction the
 // handler joins (store.TxStore).
 func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
-	claimedAt := m.storeStart()
+	claimedAt, sent := m.storeStart(), m.cache.now()
 	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), c.key, c.fingerprint, token)
 	if tx != nil && err == nil {
 		c.fence = rec.Owner.Fence
@@ -70,6 +75,7 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim in transaction: %w", err))
 		return true
 	}
+	m.cache.put(c.key, rec, sent, rec.TTL)
 	return m.answerFromRecord(w, r, c, rec)
 }
 
