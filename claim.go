@@ -11,9 +11,12 @@ import (
 )
 
 // claim claims c's key and runs the handler, or answers from the record
-// that already holds the key: a replay, a 422, or for a key in flight, a 409
-// or a wait.
+// that already holds the key, kept in the replay cache or found in the
+// store: a replay, a 422, or for a key in flight, a 409 or a wait.
 func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
+	if rec, ok := m.cache.get(c.key); ok && m.answerFromRecord(w, r, c, rec) {
+		return
+	}
 	token := newToken()
 	if m.tryClaim(w, r, c, token) {
 		return
@@ -26,14 +29,11 @@ func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
 	m.decided(r, c, OutcomeKeyInFlight)
 }
 
-// tryClaim makes one attempt at c's key: it answers from the replay cache
-// if that keeps the key's record, else it runs the handler if it claims
-// the key, or answers from the record holding it. It reports false, having
-// written nothing, when the key is in flight for the same request.
+// tryClaim makes one attempt at c's key: it runs the handler if it
+// claims the key, or answers from the record holding it, which it keeps in
+// the replay cache if done. It reports false, having written nothing, when
+// the key is in flight for the same request.
 func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
-	if rec, ok := m.cache.get(c.key); ok {
-		return m.answerFromRecord(w, r, c, rec)
-	}
 	if m.txStore != nil {
 		return m.tryClaimInTx(w, r, c, token)
 	}
