@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,12 +22,19 @@ var replayedPayment = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Reque
 	_, _ = w.Write(benchResponse.Body)
 })
 
+// replayBody is the body of the request BenchmarkMiddlewareReplay
+// replays.
+const replayBody = `{"amount":100}`
+
 // BenchmarkMiddlewareReplay measures replays of one completed key through
 // the middleware on the Redis store, from 32 goroutines: b.N requests each
 // to the bare handler, to the middleware without the replay cache, and to
 // the middleware with it (WithReplayCache), in interleaved rounds so that
-// a busy moment of the machine weighs on all three alike. It reports each
-// one's requests/s, the cached replays' rate as a percentage of the bare
+// a busy moment of the machine weighs on all three alike. in-process calls
+// ServeHTTP with httptest's request and recorder; over-http sends each
+// request through a keep-alive connection of a net/http client to an
+// httptest.Server, as a service's clients do. It reports each one's
+// requests/s, the cached replays' rate as a percentage of the bare
 // handler's, and the round trips per replay without and with the cache,
 // counted by a go-redis hook.
 func BenchmarkMiddlewareReplay(b *testing.B) {
@@ -42,19 +50,69 @@ func BenchmarkMiddlewareReplay(b *testing.B) {
 	}
 	post(cached, "/payments", "replayed") // fills the cache from the store's answer
 	log.take()
+	handlers := [replaySides]http.Handler{replayedPayment, uncached, cached}
 
-	sides := []*replaySide{{h: replayedPayment}, {h: uncached}, {h: cached}}
-	b.ResetTimer()
+	b.Run("in-process", func(b *testing.B) {
+		compareReplays(b, log, func(side int) int {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(replayBody))
+			r.Header.Set("Idempotency-Key", "replayed")
+			handlers[side].ServeHTTP(w, r)
+			return w.Code
+		})
+	})
+	b.Run("over-http", func(b *testing.B) {
+		urls := make([]string, len(handlers))
+		for i, h := range handlers {
+			srv := httptest.NewServer(h)
+			b.Cleanup(srv.Close)
+			urls[i] = srv.URL + "/payments"
+		}
+		transport := &http.Transport{MaxIdleConnsPerHost: benchGoroutines}
+		b.Cleanup(transport.CloseIdleConnections)
+		send := func(side int) int {
+			r, _ := http.NewRequest(http.MethodPost, urls[side], strings.NewReader(replayBody))
+			r.Header.Set("Idempotency-Key", "replayed")
+			resp, err := transport.RoundTrip(r)
+			if err != nil {
+				b.Error(err)
+				return 0
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			return resp.StatusCode
+		}
+		// The route holds the server's host and port: a key of its own for
+		// each server, completed here before the count begins.
+		for side := range handlers {
+			send(side)
+		}
+		log.take()
+		compareReplays(b, log, send)
+	})
+}
+
+// replaySides is how many handlers BenchmarkMiddlewareReplay compares:
+// the bare one, the middleware without the cache, and with it.
+const replaySides = 3
+
+// compareReplays sends b.N requests to each side (0 the bare handler, 1
+// the middleware without the cache, 2 with it) through send, in
+// replayRounds interleaved rounds, each begun by the next side, and
+// reports what
+// BenchmarkMiddlewareReplay does.
+func compareReplays(b *testing.B, log *commandLog, send func(side int) int) {
+	var sides [replaySides]replaySide
 	for round := range replayRounds {
 		n := b.N / replayRounds
 		if round < b.N%replayRounds {
 			n++
 		}
-		for _, side := range sides {
-			side.serve(b, n, log)
+		for j := range sides {
+			i := (round + j) % replaySides // each side goes first in turn
+			sides[i].serve(b, n, log, func() int { return send(i) })
 		}
 	}
-	b.StopTimer()
 	bare, withoutCache, withCache := sides[0], sides[1], sides[2]
 	b.ReportMetric(bare.perSecond(), "bare-req/s")
 	b.ReportMetric(withoutCache.perSecond(), "uncached-req/s")
@@ -68,32 +126,27 @@ func BenchmarkMiddlewareReplay(b *testing.B) {
 // requests into.
 const replayRounds = 10
 
-// replaySide is one of the handlers BenchmarkMiddlewareReplay compares,
-// with the requests it served, the time they took and the round trips
-// they made.
+// replaySide is what one of the handlers BenchmarkMiddlewareReplay
+// compares did: the requests it served, the time they took and the round
+// trips they made.
 type replaySide struct {
-	h               http.Handler
 	requests, trips int64
 	took            time.Duration
 }
 
-// serve sends side's handler n duplicates of the benchmark's completed
-// request from benchGoroutines goroutines, and counts the round trips of
-// the store's calls that log saw meanwhile: each script call (EVALSHA, or
-// EVAL for a script the server has not seen) is one. A new connection's
-// set-up (HELLO, CLIENT SETINFO) is left out: the pool opens connections
-// as the load asks, whoever asks.
-func (side *replaySide) serve(b *testing.B, n int, log *commandLog) {
+// serve sends n duplicates of the benchmark's completed request, each
+// with send, from benchGoroutines goroutines, and counts the round trips
+// of the store's calls that log saw meanwhile: each script call (EVALSHA,
+// or EVAL for a script the server has not seen) is one. A new
+// connection's set-up (HELLO, CLIENT SETINFO) is left out: the pool opens
+// connections as the load asks, whoever asks.
+func (side *replaySide) serve(b *testing.B, n int, log *commandLog, send func() int) {
 	var next atomic.Int64
 	start := time.Now()
 	inParallel(func() {
 		for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-			w := httptest.NewRecorder()
-			r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
-			r.Header.Set("Idempotency-Key", "replayed")
-			side.h.ServeHTTP(w, r)
-			if w.Code != http.StatusCreated {
-				b.Errorf("replay: %d", w.Code)
+			if code := send(); code != http.StatusCreated {
+				b.Errorf("replay: %d", code)
 				return
 			}
 		}
