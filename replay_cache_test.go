@@ -102,6 +102,23 @@ func TestReplayCache(t *testing.T) {
 		})
 	}
 
+	// A middleware outside that changes the replayed header's values in
+	// place changes nothing the cache keeps.
+	t.Run("a replay's header is a copy", func(t *testing.T) {
+		cached := idempotency.New(idempotency.WithReplayCache(10, time.Hour))(&paymentHandler{})
+		outside := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			cached.ServeHTTP(w, r)
+			for _, values := range w.Header() {
+				for i := range values {
+					values[i] = "changed"
+				}
+			}
+		})
+		require.Equal(t, http.StatusCreated, post(outside, "k", "{}").StatusCode)
+		post(outside, "k", "{}")
+		assert.Equal(t, "/payments/1", post(cached, "k", "{}").Header.Get("Location"))
+	})
+
 	t.Run("an unreplayable record gets 409 from the cache", func(t *testing.T) {
 		s := &countingStore{Store: store.NewMemory()}
 		mw := idempotency.New(idempotency.WithStore(s), idempotency.WithReplayCache(10, time.Hour),
