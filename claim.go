@@ -11,9 +11,12 @@ import (
 )
 
 // claim claims c's key and runs the handler, or answers from the record
-// that already holds the key: a replay, a 422, or for a key in flight, a 409
-// or a wait.
+// that already holds the key, kept in the replay cache or found in the
+// store: a replay, a 422, or for a key in flight, a 409 or a wait.
 func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
+	if rec, ok := m.cache.get(c.key); ok && m.answerFromRecord(w, r, c, rec) {
+		return
+	}
 	token := newToken()
 	if m.tryClaim(w, r, c, token) {
 		return
@@ -27,8 +30,9 @@ func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
 }
 
 // tryClaim makes one attempt at c's key: it runs the handler if it
-// claims the key, or answers from the record holding it. It reports false,
-// having written nothing, when the key is in flight for the same request.
+// claims the key, or answers from the record holding it, which it keeps in
+// the replay cache if done. It reports false, having written nothing, when
+// the key is in flight for the same request.
 func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
 	if m.txStore != nil {
 		return m.tryClaimInTx(w, r, c, token)
@@ -44,6 +48,7 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim: %w", err))
 		return true
 	}
+	m.cache.put(c.key, rec, claimedAt.Sub(epoch), rec.TTL)
 	return m.answerFromRecord(w, r, c, rec)
 }
 
@@ -58,7 +63,7 @@ func (m *middleware) claimReported(r *http.Request, c *call, claimedAt time.Time
 // tryClaimInTx is tryClaim for a store that claims inside a transaction the
 // handler joins (store.TxStore).
 func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
-	claimedAt := m.storeStart()
+	claimedAt, sent := m.storeStart(), m.cache.now()
 	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), c.key, c.fingerprint, token)
 	if tx != nil && err == nil {
 		c.fence = rec.Owner.Fence
@@ -70,6 +75,7 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim in transaction: %w", err))
 		return true
 	}
+	m.cache.put(c.key, rec, sent, rec.TTL)
 	return m.answerFromRecord(w, r, c, rec)
 }
 

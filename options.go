@@ -42,6 +42,7 @@ type config struct {
 	replayHeaders    map[string]bool
 	observer         Observer // WithObserver; the zero Observer observes nothing
 	observeKeys      bool
+	cache            *replayCache // WithReplayCache; nil keeps nothing
 }
 
 func defaultConfig() *config {
@@ -321,6 +322,25 @@ func WithRetention(d time.Duration) Option {
 func WithRetryAfter(d time.Duration) Option {
 	d = positive("WithRetryAfter", "d", d)
 	return func(c *config) { c.retryAfter = d }
+}
+
+// WithReplayCache keeps done records in the process, so that a duplicate
+// of a request that has completed is answered without a store call: the
+// same replay, 422 for a different request with its key, or 409 for a
+// response that was not stored, as the store's record would give. It keeps
+// the records this process completed (once the store has taken them) and
+// those the store answered a duplicate with, never one in flight: at most
+// entries of them (then the oldest goes), each for at most maxAge, and
+// never longer than the record's retention left as the store reported it
+// (for one completed here, the retention it was completed with). The cache
+// is this process's alone and the store is not asked while an entry lasts,
+// so a record removed from the store by hand is still replayed here until
+// its entry ends. It panics unless both are above zero. Defaults to off:
+// every request asks the store.
+func WithReplayCache(entries int, maxAge time.Duration) Option {
+	entries = positive("WithReplayCache", "entries", entries)
+	maxAge = positive("WithReplayCache", "maxAge", maxAge)
+	return func(c *config) { c.cache = newReplayCache(entries, maxAge) }
 }
 
 // WithWait makes a duplicate of an in-flight request wait up to timeout for

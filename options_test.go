@@ -112,11 +112,13 @@ func TestOptionsRefuseMisconfiguration(t *testing.T) {
 	// Sizes and durations must be above zero; each option says which.
 	t.Run("sizes and durations refuse zero", func(t *testing.T) {
 		for want, option := range map[string]func(){
-			"idempotency: WithMaxBodyBytes expects n > 0":     func() { idempotency.WithMaxBodyBytes(0) },
-			"idempotency: WithMaxResponseBytes expects n > 0": func() { idempotency.WithMaxResponseBytes(-1) },
-			"idempotency: WithLease expects d > 0":            func() { idempotency.WithLease(0) },
-			"idempotency: WithRetention expects d > 0":        func() { idempotency.WithRetention(-time.Second) },
-			"idempotency: WithRetryAfter expects d > 0":       func() { idempotency.WithRetryAfter(0) },
+			"idempotency: WithMaxBodyBytes expects n > 0":      func() { idempotency.WithMaxBodyBytes(0) },
+			"idempotency: WithMaxResponseBytes expects n > 0":  func() { idempotency.WithMaxResponseBytes(-1) },
+			"idempotency: WithLease expects d > 0":             func() { idempotency.WithLease(0) },
+			"idempotency: WithRetention expects d > 0":         func() { idempotency.WithRetention(-time.Second) },
+			"idempotency: WithRetryAfter expects d > 0":        func() { idempotency.WithRetryAfter(0) },
+			"idempotency: WithReplayCache expects entries > 0": func() { idempotency.WithReplayCache(0, time.Minute) },
+			"idempotency: WithReplayCache expects maxAge > 0":  func() { idempotency.WithReplayCache(1, -time.Second) },
 		} {
 			require.PanicsWithValue(t, want, option)
 		}

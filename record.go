@@ -57,18 +57,21 @@ func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) store.
 	return m.toStore(r, status, header, rec.Body())
 }
 
-// complete records the finished request: resp for replay, or nil for done
-// but not replayable. It runs even if the client has gone away, within the
+// complete records c's finished request: resp for replay, or nil for done
+// but not replayable, and keeps the record in the replay cache once the
+// store has it. It runs even if the client has gone away, within the
 // record timeout.
-func (m *middleware) complete(r *http.Request, key string, owner store.Lease, resp *store.Response) {
+func (m *middleware) complete(r *http.Request, c *call, owner store.Lease, resp *store.Response) {
 	ctx := m.recordContext(r)
 	defer ctx.stop()
-	started := m.storeStart()
-	err := m.store.Complete(ctx, key, owner, resp, m.retention)
+	started, sent := m.storeStart(), m.cache.now()
+	err := m.store.Complete(ctx, c.key, owner, resp, m.retention)
 	m.storeCalled(ctx, StoreComplete, started, err)
 	if err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: complete: %w", err))
+		return
 	}
+	m.cache.put(c.key, m.cache.completed(c, resp), sent, m.retention)
 }
 
 // release frees the claim, if still ours, so a retry may run. A release

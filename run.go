@@ -71,10 +71,10 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 			m.writeRetryableProblem(w, r, problemRequestInterrupted)
 		}
 	case rec.Hijacked(), !rec.Replayable():
-		m.complete(r, c.key, owner, nil)
+		m.complete(r, c, owner, nil)
 	default:
 		c.stored = m.storedResponse(r, rec)
-		m.complete(r, c.key, owner, &c.stored)
+		m.complete(r, c, owner, &c.stored)
 	}
 	rec.Release() // the store has copied what it keeps of the response
 	m.decided(r, c, outcomeOf(release))
@@ -136,7 +136,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx
 		resp = &stored
 	}
 	ctx := m.recordContext(r)
-	committedAt := m.storeStart()
+	committedAt, sent := m.storeStart(), m.cache.now()
 	err := tx.Commit(ctx, resp, m.retention)
 	m.storeCalled(ctx, StoreCommit, committedAt, err)
 	ctx.stop()
@@ -146,6 +146,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx
 		m.decided(r, c, OutcomeStoreUnavailable)
 		return
 	}
+	m.cache.put(c.key, m.cache.completed(c, resp), sent, m.retention)
 	held.Send()
 	m.decided(r, c, OutcomeExecuted)
 }
