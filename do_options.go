@@ -46,7 +46,8 @@ func DoRecordTimeout(d time.Duration) DoOption {
 
 // DoWait makes a caller that finds the key in flight wait up to timeout
 // for its result; if the holder releases the key meanwhile, this caller
-// claims it and runs fn. Do's context ending ends the wait. Defaults to 0:
+// claims it and runs fn. It is woken and looks again as WithWait's
+// requests do. Do's context ending ends the wait. Defaults to 0:
 // ErrInFlight at once.
 func DoWait(timeout time.Duration) DoOption {
 	if timeout < 0 {

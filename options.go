@@ -346,7 +346,10 @@ func WithReplayCache(entries int, maxAge time.Duration) Option {
 // WithWait makes a duplicate of an in-flight request wait up to timeout for
 // the first one to finish, then replay its response; on timeout it gets 409.
 // If the first request fails and releases the key, the waiting duplicate
-// claims it and runs. Defaults to 0: a duplicate gets 409 at once.
+// claims it and runs. A store that implements store.Watcher wakes the
+// duplicate when the key is completed or released; with any store it also
+// looks again at least every 250 ms, which finds a lease that lapsed and a
+// wake-up that was lost. Defaults to 0: a duplicate gets 409 at once.
 func WithWait(timeout time.Duration) Option {
 	if timeout < 0 {
 		panic("idempotency: WithWait expects timeout >= 0")
