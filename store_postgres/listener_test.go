@@ -1,0 +1,75 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// listenerPID is the backend of s's listening connection, 0 while it has
+// none.
+func listenerPID(s *Store) uint32 {
+	s.listener.mu.Lock()
+	defer s.listener.mu.Unlock()
+	if s.listener.state != listenerUp {
+		return 0
+	}
+	return s.listener.pid
+}
+
+// TestListenerReconnects: when the server terminates the listener's
+// connection, its watchers are woken (their marks went with it), and the
+// listener connects again: a later watch is woken by its key's completion.
+func TestListenerReconnects(t *testing.T) {
+	s := newWatchedStore(t)
+	mustClaim(t, s, "before", "fp", "t", time.Minute)
+	before := mustWatch(t, s, "before")
+	pid := listenerPID(s)
+	require.NotZero(t, pid)
+	var terminated bool
+	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, pid).Scan(&terminated))
+	require.True(t, terminated)
+	require.True(t, closedWithin(before, wakeWithin), "woken by the loss of the listener's connection")
+
+	owner := mustClaim(t, s, "after", "fp", "t", time.Minute).Owner
+	var after <-chan struct{}
+	require.Eventually(t, func() bool {
+		changed, stop, err := s.Watch(t.Context(), "after")
+		if err != nil {
+			return false
+		}
+		t.Cleanup(stop)
+		after = changed
+		return true
+	}, wakeWithin, 10*time.Millisecond, "the listener connects again")
+	require.NotEqual(t, pid, listenerPID(s), "a new connection")
+	require.False(t, closedWithin(after, quietFor), "woken while the key is in flight")
+	require.NoError(t, s.Complete(context.Background(), "after", owner, &store.Response{Status: 201}, time.Hour))
+	require.True(t, closedWithin(after, wakeWithin), "woken by the completion, on the new connection")
+}
+
+// TestCloseEndsWatches: Close wakes the watchers, closes the listener's
+// connection, and makes Watch fail; the store keeps serving its other
+// methods.
+func TestCloseEndsWatches(t *testing.T) {
+	s := newTestStore(t)
+	mustClaim(t, s, "k", "fp", "t", time.Minute)
+	changed := mustWatch(t, s, "k")
+	pid := listenerPID(s)
+	s.Close()
+	require.True(t, closedWithin(changed, wakeWithin), "woken by Close")
+	require.Eventually(t, func() bool {
+		var alive bool
+		require.NoError(t, s.pool.QueryRow(context.Background(),
+			`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive))
+		return !alive
+	}, wakeWithin, 10*time.Millisecond, "the listener's connection is closed")
+	_, _, err := s.Watch(t.Context(), "k")
+	require.ErrorIs(t, err, errClosed)
+	s.Close()
+	mustClaim(t, s, "other", "fp", "t", time.Minute)
+}
