@@ -98,18 +98,7 @@ func TestExamplePostgresPlainWorkerKilled(t *testing.T) {
 	db := newPGTestDB(t)
 	p := startExample(t, "-store", "postgres", "-postgres-tx=false", "-database-url", db.URL,
 		"-workers", "2", "-delay", "2s", "-lease", "1s")
-
-	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
-	require.Eventually(t, func() bool { return db.count(t, "payments", "") == 1 }, 30*time.Second, 20*time.Millisecond,
-		"the first request's handler recorded its payment")
-	waitProviderKeys(t, p, 1)
-	killed := killHolder(t, p, first, holder)
-
-	retryKilled(t, p, killed)
-	assert.Equal(t, 2, db.count(t, "payments", ""), "the killed run's payment and exactly one more")
-	keys := waitProviderKeys(t, p, 2)
-	assert.Len(t, keys, 2)
-	assert.Equal(t, keys[0], keys[1], "the run that took the key over sends the provider the killed run's key")
+	requireKilledRunTakenOver(t, p, db.count)
 	assert.Equal(t, 1, db.count(t, "idempotency_keys", "state = 2"))
 	p.waitWorkers(2)
 }

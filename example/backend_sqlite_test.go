@@ -75,18 +75,7 @@ func TestExampleSQLiteWorkerKilled(t *testing.T) {
 	}
 	f := newSQLiteFile(t)
 	p := startExample(t, "-store", "sqlite", "-sqlite-path", f.path, "-workers", "2", "-delay", "2s", "-lease", "1s")
-
-	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
-	require.Eventually(t, func() bool { return f.count(t, "payments", "") == 1 }, 30*time.Second, 20*time.Millisecond,
-		"the first request's handler recorded its payment")
-	waitProviderKeys(t, p, 1)
-	killed := killHolder(t, p, first, holder)
-
-	retryKilled(t, p, killed)
-	assert.Equal(t, 2, f.count(t, "payments", ""), "the killed run's payment and exactly one more")
-	keys := waitProviderKeys(t, p, 2)
-	assert.Len(t, keys, 2)
-	assert.Equal(t, keys[0], keys[1], "the run that took the key over sends the provider the killed run's key")
+	requireKilledRunTakenOver(t, p, f.count)
 	assert.Equal(t, 1, f.count(t, "idempotency_keys", ""), "one record")
 	assert.Equal(t, 1, f.count(t, "idempotency_keys", "state = 2 AND fence = 2"), "completed, taken over once")
 	p.waitWorkers(2)

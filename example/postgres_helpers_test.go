@@ -233,6 +233,25 @@ func killHolder(t *testing.T, p *exampleProc, first <-chan error, holder func() 
 	return killed
 }
 
+// requireKilledRunTakenOver posts a payment to p, whose workers serve a
+// plain store with a lease shorter than the handler's delay, SIGKILLs the
+// worker running it once the handler has recorded the payment (count
+// counts a table's rows), and retries it (retryKilled): the killed run's
+// payment stays, exactly one more is made, and the run that took the key
+// over sends the provider the killed run's key.
+func requireKilledRunTakenOver(t *testing.T, p *exampleProc, count func(t *testing.T, table, where string) int) {
+	t.Helper()
+	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
+	require.Eventually(t, func() bool { return count(t, "payments", "") == 1 }, 30*time.Second, 20*time.Millisecond,
+		"the first request's handler recorded its payment")
+	waitProviderKeys(t, p, 1)
+	retryKilled(t, p, killHolder(t, p, first, holder))
+	assert.Equal(t, 2, count(t, "payments", ""), "the killed run's payment and exactly one more")
+	keys := waitProviderKeys(t, p, 2)
+	assert.Len(t, keys, 2)
+	assert.Equal(t, keys[0], keys[1], "the run that took the key over sends the provider the killed run's key")
+}
+
 // retryKilled sends the killed request (key 0 of the prefix "killed")
 // again from 10 clients at once, and requires that it runs once, on a
 // worker other than killed, and that every client gets that one answer.

@@ -32,9 +32,7 @@ const (
 // after the wake-up.
 func RunWatch(t *testing.T, newStore func(t *testing.T) store.Watcher) {
 	runCases(t, newStore, []suiteCase[store.Watcher]{
-		{"CompleteWakes", testWatchCompleteWakes},
-		{"UnreplayableCompleteWakes", testWatchUnreplayableCompleteWakes},
-		{"ReleaseWakes", testWatchReleaseWakes},
+		{"EndingsWake", testWatchEndingsWake},
 		{"EveryWatcherWakes", testWatchEveryWatcherWakes},
 		{"InFlightStaysQuiet", testWatchInFlightStaysQuiet},
 		{"OtherKeysStayQuiet", testWatchOtherKeysStayQuiet},
@@ -72,31 +70,33 @@ func requireQuiet(t *testing.T, changed <-chan struct{}, why string) {
 	}
 }
 
-// testWatchCompleteWakes: completing the key wakes its watcher.
-func testWatchCompleteWakes(t *testing.T, s store.Watcher) {
-	owner := mustClaim(t, s, "done", "fp", longLease)
-	changed := watch(t, s, "done")
-	complete(t, s, "done", owner, sampleResponse())
-	requireWoken(t, changed, "Complete")
+// endings are the calls that take an in-flight record out of flight.
+var endings = []struct {
+	name string
+	end  func(t *testing.T, s store.Store, key string, owner store.Lease)
+}{
+	{"Complete", func(t *testing.T, s store.Store, key string, owner store.Lease) {
+		complete(t, s, key, owner, sampleResponse())
+	}},
+	{"Complete with a nil response", func(t *testing.T, s store.Store, key string, owner store.Lease) {
+		complete(t, s, key, owner, nil)
+	}},
+	{"Release", func(t *testing.T, s store.Store, key string, owner store.Lease) {
+		require.NoError(t, s.Release(t.Context(), key, owner))
+	}},
 }
 
-// testWatchUnreplayableCompleteWakes: completing the key with a nil
-// response (done, not replayable) wakes its watcher.
-func testWatchUnreplayableCompleteWakes(t *testing.T, s store.Watcher) {
-	owner := mustClaim(t, s, "unreplayable", "fp", longLease)
-	changed := watch(t, s, "unreplayable")
-	complete(t, s, "unreplayable", owner, nil)
-	requireWoken(t, changed, "Complete with a nil response")
-}
-
-// testWatchReleaseWakes: releasing the key wakes its watcher, who may then
-// claim it.
-func testWatchReleaseWakes(t *testing.T, s store.Watcher) {
-	owner := mustClaim(t, s, "released", "fp", longLease)
-	changed := watch(t, s, "released")
-	require.NoError(t, s.Release(t.Context(), "released", owner))
-	requireWoken(t, changed, "Release")
-	mustClaim(t, s, "released", "fp", longLease)
+// testWatchEndingsWake: each of the endings of a key in flight wakes its
+// watcher.
+func testWatchEndingsWake(t *testing.T, s store.Watcher) {
+	for _, e := range endings {
+		t.Run(e.name, func(t *testing.T) {
+			owner := mustClaim(t, s, e.name, "fp", longLease)
+			changed := watch(t, s, e.name)
+			e.end(t, s, e.name, owner)
+			requireWoken(t, changed, e.name)
+		})
+	}
 }
 
 // testWatchEveryWatcherWakes: watchersPerKey callers watching one key are
@@ -145,19 +145,15 @@ func testWatchOtherKeysStayQuiet(t *testing.T, s store.Watcher) {
 }
 
 // testWatchStopBeforeTheChange: a watch stopped before the key changes
-// leaves the store working: the completion succeeds, and a new watch of
-// another key is woken as usual.
+// leaves the store working: the completion succeeds, and new watches of
+// other keys are woken as usual.
 func testWatchStopBeforeTheChange(t *testing.T, s store.Watcher) {
 	owner := mustClaim(t, s, "abandoned", "fp", longLease)
 	_, stop, err := s.Watch(t.Context(), "abandoned")
 	require.NoError(t, err)
 	stop()
 	complete(t, s, "abandoned", owner, sampleResponse())
-
-	next := mustClaim(t, s, "next", "fp", longLease)
-	changed := watch(t, s, "next")
-	complete(t, s, "next", next, sampleResponse())
-	requireWoken(t, changed, "Complete after another watch stopped")
+	testWatchEndingsWake(t, s)
 }
 
 // testWatchAgainAfterAWakeUp: after a release wakes a watcher and another
