@@ -134,34 +134,43 @@ func TestWatchRacingCompletion(t *testing.T) {
 	}
 }
 
-// TestNotifyOnlyWhenWatched: completing or releasing a key nobody watches
-// sends no notification on the table's channel; with a watcher, it sends
-// one, naming the key.
+// TestNotifyOnlyWhenWatched: completing, releasing or committing a key
+// nobody watches sends no notification on the table's channel; with a
+// watcher, it sends one, naming the key.
 func TestNotifyOnlyWhenWatched(t *testing.T) {
+	ctx, resp := context.Background(), &store.Response{Status: 201}
 	for _, c := range []struct {
 		name string
-		end  func(s *Store, key string, owner store.Lease) error
+		// hold claims key and returns what takes it out of flight.
+		hold func(t *testing.T, s *TxStore, key string) (end func() error)
 	}{
-		{"Complete", func(s *Store, key string, owner store.Lease) error {
-			return s.Complete(context.Background(), key, owner, &store.Response{Status: 201}, time.Hour)
+		{"Complete", func(t *testing.T, s *TxStore, key string) func() error {
+			owner := mustClaim(t, s.Store, key, "fp", "t", time.Minute).Owner
+			return func() error { return s.Complete(ctx, key, owner, resp, time.Hour) }
 		}},
-		{"Release", func(s *Store, key string, owner store.Lease) error {
-			return s.Release(context.Background(), key, owner)
+		{"Release", func(t *testing.T, s *TxStore, key string) func() error {
+			owner := mustClaim(t, s.Store, key, "fp", "t", time.Minute).Owner
+			return func() error { return s.Release(ctx, key, owner) }
+		}},
+		{"Commit", func(t *testing.T, s *TxStore, key string) func() error {
+			_, tx := mustBeginClaim(t, s, key, "fp", key)
+			return func() error { return tx.Commit(ctx, resp, time.Hour) }
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newWatchedStore(t)
-			notes := listen(t, s)
-			require.NoError(t, c.end(s, "alone", mustClaim(t, s, "alone", "fp", "t", time.Minute).Owner))
+			s := newTestTxStore(t)
+			t.Cleanup(s.Close)
+			notes := listen(t, s.Store)
+			require.NoError(t, c.hold(t, s, "alone")())
 			select {
 			case n := <-notes:
 				t.Fatalf("notified %q with nobody watching", n)
 			case <-time.After(quietFor):
 			}
 
-			owner := mustClaim(t, s, "watched", "fp", "t", time.Minute).Owner
-			changed := mustWatch(t, s, "watched")
-			require.NoError(t, c.end(s, "watched", owner))
+			end := c.hold(t, s, "watched")
+			changed := mustWatch(t, s.Store, "watched")
+			require.NoError(t, end())
 			require.True(t, closedWithin(changed, wakeWithin), "woken by %s", c.name)
 			select {
 			case n := <-notes:
