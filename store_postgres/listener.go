@@ -207,15 +207,9 @@ func (l *listener) serve(ctx context.Context, conn *pgx.Conn) error {
 
 		if len(queue) > 0 || len(unlocks) > 0 {
 			interrupt()
-			if err := l.unlock(ctx, conn, unlocks); err != nil {
+			if err := l.runQueued(ctx, conn, gen, queue, unlocks); err != nil {
 				l.fail(queue, err)
 				return err
-			}
-			for i, w := range queue {
-				if err := l.start(ctx, conn, gen, w); err != nil {
-					l.fail(queue[i:], err)
-					return err
-				}
 			}
 			continue
 		}
@@ -234,48 +228,46 @@ func (l *listener) serve(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
-// unlock releases one hold of each row's watch lock, in one round trip.
-func (l *listener) unlock(ctx context.Context, conn *pgx.Conn, rows [][]byte) error {
-	if len(rows) == 0 {
-		return nil
-	}
+// runQueued releases one hold of each of unlocks' watch locks, then
+// starts each of queue's watches on conn (connection gen), all in one
+// round trip: it takes the watch's lock, then reads whether its key is in
+// flight, and registers the watch or wakes it at once. Registering after
+// the read leaves no gap: a notification that arrived meanwhile waits in
+// pgx for the next WaitForNotification, which comes after.
+func (l *listener) runQueued(ctx context.Context, conn *pgx.Conn, gen uint64, queue []*watch, unlocks [][]byte) error {
 	ctx, cancel := context.WithTimeout(ctx, listenerTimeout)
 	defer cancel()
 	var b pgx.Batch
-	for _, row := range rows {
+	for _, row := range unlocks {
 		b.Queue(l.s.sql.unwatch, row)
 	}
-	return conn.SendBatch(ctx, &b).Close()
-}
-
-// start takes w's watch lock on conn (connection gen), then reads whether
-// its key is in flight, in one round trip, and registers w or wakes it at
-// once.
-func (l *listener) start(ctx context.Context, conn *pgx.Conn, gen uint64, w *watch) error {
-	ctx, cancel := context.WithTimeout(ctx, listenerTimeout)
-	defer cancel()
-	var b pgx.Batch
-	b.Queue(l.s.sql.watchLock, w.row)
-	var inFlight bool
-	b.Queue(l.s.sql.watchState, w.row, lockHash(w.row)).QueryRow(func(row pgx.Row) error { return row.Scan(&inFlight) })
+	inFlight := make([]bool, len(queue))
+	for i, w := range queue {
+		// Statements of their own, so that each read's snapshot is taken
+		// after its lock (see watchLockSQL).
+		b.Queue(l.s.sql.watchLock, w.row)
+		b.Queue(l.s.sql.watchState, w.row, lockHash(w.row)).QueryRow(func(row pgx.Row) error { return row.Scan(&inFlight[i]) })
+	}
 	if err := conn.SendBatch(ctx, &b).Close(); err != nil {
 		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	w.gen = gen
-	switch {
-	case w.stopped: // Watch gave up waiting for this
-		l.unlocks = append(l.unlocks, w.row)
-	case inFlight:
-		if l.watchers[w.payload] == nil {
-			l.watchers[w.payload] = make(map[*watch]struct{})
+	for i, w := range queue {
+		w.gen = gen
+		switch {
+		case w.stopped: // Watch gave up waiting for this
+			l.unlocks = append(l.unlocks, w.row)
+		case inFlight[i]:
+			if l.watchers[w.payload] == nil {
+				l.watchers[w.payload] = make(map[*watch]struct{})
+			}
+			l.watchers[w.payload][w] = struct{}{}
+		default:
+			close(w.changed)
 		}
-		l.watchers[w.payload][w] = struct{}{}
-	default:
-		close(w.changed)
+		w.result <- nil
 	}
-	w.result <- nil
 	return nil
 }
 

@@ -73,3 +73,31 @@ func TestCloseEndsWatches(t *testing.T) {
 	s.Close()
 	mustClaim(t, s, "other", "fp", "t", time.Minute)
 }
+
+// TestStopReleasesTheMark: the watch locks of stopped watches, woken or
+// not, are released, so that later completions notify nobody.
+func TestStopReleasesTheMark(t *testing.T) {
+	s := newWatchedStore(t)
+	ctx := context.Background()
+	owner := mustClaim(t, s, "k", "fp", "t", time.Minute).Owner
+	var stops []func()
+	for range 3 {
+		_, stop, err := s.Watch(ctx, "k")
+		require.NoError(t, err)
+		stops = append(stops, stop)
+	}
+	pid := listenerPID(s)
+	locks := func() int {
+		var n int
+		require.NoError(t, s.pool.QueryRow(ctx,
+			`SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'advisory'`, pid).Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, locks(), "the watches hold the key's watch lock")
+	stops[0]()
+	require.NoError(t, s.Complete(ctx, "k", owner, &store.Response{Status: 201}, time.Hour))
+	for _, stop := range stops[1:] {
+		stop()
+	}
+	require.Eventually(t, func() bool { return locks() == 0 }, wakeWithin, 10*time.Millisecond, "every hold released")
+}

@@ -76,8 +76,9 @@ var errClosed = errors.New("the store is closed")
 // Watch implements store.Watcher. The first call starts the store's
 // listener: one connection of its own, made from the pool's configuration,
 // that listens on the table's channel until Close. Each call costs one
-// round trip on that connection, and waits for the connection to be made
-// on the first call (at most ctx). A key held by an open transaction (a
+// round trip on that connection, shared with the calls queued meanwhile,
+// and the first waits for the connection to be made (at most ctx); stop
+// costs nothing to the caller, its lock being released by the listener. A key held by an open transaction (a
 // TxStore's claim) is in flight: its watchers are woken by the
 // transaction's Commit, not by a rollback, which the caller's poll finds.
 // While the listener's connection is down (lost, being made again with a
