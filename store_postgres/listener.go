@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 const (
@@ -165,6 +167,14 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	defer cancel()
 	cfg := l.s.pool.Config().ConnConfig
 	cfg.OnNotification = nil // pgx keeps them for WaitForNotification
+	// A watch interrupts WaitForNotification by ending its context, and
+	// the connection's read deadline ends the wait at once, leaving the
+	// connection usable. A pool that sends a cancel request instead would
+	// make each interrupt last until its fallback deadline: an idle
+	// server ignores the request (or it cancels the next statement).
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = make(map[string]string)
 	}

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency/store"
@@ -100,4 +103,27 @@ func TestStopReleasesTheMark(t *testing.T) {
 		stop()
 	}
 	require.Eventually(t, func() bool { return locks() == 0 }, wakeWithin, 10*time.Millisecond, "every hold released")
+}
+
+// TestListenerIgnoresThePoolsCancelRequests: a pool configured to end a
+// statement whose context ends by a cancel request, and only an hour later
+// by the connection's deadline, does not make the listener's waits slow to
+// interrupt: a cancel request does not end a wait (the idle server ignores
+// it), so each watch after the first would wait that hour.
+func TestListenerIgnoresThePoolsCancelRequests(t *testing.T) {
+	p := ownPool(t, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: time.Hour}
+		}
+	})
+	s := New(p, WithTable(newWatchedStore(t).table))
+	t.Cleanup(s.Close)
+	mustClaim(t, s, "k", "fp", "t", time.Minute)
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), wakeWithin)
+		_, stop, err := s.Watch(ctx, "k")
+		cancel()
+		require.NoError(t, err, "watch %d", i)
+		stop()
+	}
 }
