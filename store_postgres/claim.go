@@ -72,7 +72,7 @@ const claimSQL = `
 WITH guard AS MATERIALIZED (
     SELECT CASE WHEN $6::boolean THEN pg_try_advisory_xact_lock(lock.number)
                 ELSE pg_try_advisory_xact_lock_shared(lock.number) END AS held
-    FROM (SELECT ('idempotency_keys'::regclass::oid::bigint << 32) # $5::bigint AS number) AS lock
+    FROM (SELECT ` + claimLockSQL + `$5::bigint AS number) AS lock
 ), inserted AS (
     INSERT INTO idempotency_keys AS t (key, fingerprint, state, token, fence, expires_at)
     SELECT $1::bytea, $2::bytea, 1, $3::bytea, 1, statement_timestamp() + $4::bigint * interval '1 microsecond'
@@ -103,6 +103,10 @@ FROM guard LEFT JOIN (
     FROM idempotency_keys AS t
     WHERE t.key = $1 AND NOT EXISTS (SELECT FROM inserted) AND NOT EXISTS (SELECT FROM taken)
 ) AS r ON true`
+
+// claimLockSQL, followed by a lockHash parameter, is the number of a
+// key's advisory lock (see claimSQL).
+const claimLockSQL = `('idempotency_keys'::regclass::oid::bigint << 32) # `
 
 // staleAttempts bounds how often a statement runs again because a
 // concurrent commit made its snapshot stale: Claim's statement when it

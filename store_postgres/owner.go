@@ -25,20 +25,28 @@ SET expires_at = statement_timestamp() + $4::bigint * interval '1 microsecond'
 WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
 
 	// completeSQL stores state $4 and the response ($5 status, $6 header,
-	// $7 body, all NULL when not replayable) for $8 microseconds.
+	// $7 body, all NULL when not replayable) for $8 microseconds, and
+	// wakes the key's watchers (see wakeSQL).
 	completeSQL = `
-UPDATE idempotency_keys
-SET state = $4, status = $5, header = $6, body = $7,
-    expires_at = statement_timestamp() + $8::bigint * interval '1 microsecond'
-WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
+WITH done AS (
+    UPDATE idempotency_keys
+    SET state = $4, status = $5, header = $6, body = $7,
+        expires_at = statement_timestamp() + $8::bigint * interval '1 microsecond'
+    WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1
+    RETURNING key
+)` + wakeSQL
 
-	// releaseSQL ends the lease now and clears the token. The row stays in
-	// flight, so the next claim takes it over with a higher fence, until
-	// the sweeper removes it (see WithAbandonedRetention).
+	// releaseSQL ends the lease now and clears the token, and wakes the
+	// key's watchers (see wakeSQL). The row stays in flight, so the next
+	// claim takes it over with a higher fence, until the sweeper removes
+	// it (see WithAbandonedRetention).
 	releaseSQL = `
-UPDATE idempotency_keys
-SET token = '', expires_at = statement_timestamp()
-WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
+WITH done AS (
+    UPDATE idempotency_keys
+    SET token = '', expires_at = statement_timestamp()
+    WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1
+    RETURNING key
+)` + wakeSQL
 )
 
 // Renew implements store.Store: one UPDATE, one round trip. The lease is
@@ -49,8 +57,8 @@ func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease 
 	return s.ownerExec(ctx, "renew", s.sql.renew, key, owner, lease.Microseconds())
 }
 
-// Complete implements store.Store: one UPDATE, one round trip. The
-// retention is counted from the database's statement_timestamp(). A lease
+// Complete implements store.Store: one UPDATE, one round trip, which also
+// wakes the key's watchers (see Watch). The retention is counted from the database's statement_timestamp(). A lease
 // that has lapsed but was neither taken over nor swept is still the
 // owner's and may be completed.
 func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
@@ -69,8 +77,8 @@ func completion(resp *store.Response) (state store.State, status *int32, header 
 	return store.StateCompleted, &code, encodeHeader(resp.Header), resp.Body
 }
 
-// Release implements store.Store: one UPDATE, one round trip. The row is
-// not deleted: it stays in flight with its lease ended and no token, so
+// Release implements store.Store: one UPDATE, one round trip, which also
+// wakes the key's watchers (see Watch). The row is not deleted: it stays in flight with its lease ended and no token, so
 // the next claim takes the key over with a higher fencing number than the
 // releasing owner's, until the sweeper removes the row after the abandoned
 // retention (see WithAbandonedRetention).

@@ -29,6 +29,10 @@ type statements struct {
 	release       string
 	deleteExpired string
 	pages         string
+	channel       string
+	watchLock     string
+	watchState    string
+	unwatch       string
 }
 
 func newStatements(table, index string) statements {
@@ -45,5 +49,9 @@ func newStatements(table, index string) statements {
 		release:       r.Replace(releaseSQL),
 		deleteExpired: r.Replace(deleteExpiredSQL),
 		pages:         r.Replace(pagesSQL),
+		channel:       r.Replace(`SELECT ` + channelSQL),
+		watchLock:     r.Replace(watchLockSQL),
+		watchState:    r.Replace(watchStateSQL),
+		unwatch:       r.Replace(unwatchSQL),
 	}
 }

@@ -31,6 +31,11 @@
 // Expired rows count as absent for Claim, which overwrites them, and stay in
 // the table until DeleteExpired or the sweeper started by StartSweeper
 // removes them.
+//
+// Both modes implement store.Watcher: a request waiting for its duplicate
+// in flight is woken by the completion's NOTIFY, sent only when someone
+// watches the key, on a listening connection of the store's own (see
+// Watch; Close ends it).
 package pgstore
 
 import (
@@ -64,6 +69,7 @@ type Store struct {
 	abandoned time.Duration // see WithAbandonedRetention
 	sql       statements
 	current   atomic.Bool // the table has been seen to have today's schema (requireCurrent)
+	listener  *listener   // wakes Watch's callers
 }
 
 var _ store.Store = (*Store)(nil)
@@ -124,8 +130,9 @@ func WithAbandonedRetention(d time.Duration) Option {
 	return func(s *Store) { s.abandoned = d }
 }
 
-// WithLogger sets the logger the sweeper started by StartSweeper reports
-// its errors to. Defaults to slog.Default().
+// WithLogger sets the logger the sweeper started by StartSweeper, and the
+// listener started by Watch, report their errors to. Defaults to
+// slog.Default().
 func WithLogger(logger *slog.Logger) Option {
 	if logger == nil {
 		panic("pgstore: WithLogger expects a non-nil logger")
@@ -157,5 +164,6 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	}
 	s.name = s.qualified(s.table)
 	s.sql = newStatements(s.name, s.qualified(s.table+"_expires_idx"))
+	s.listener = newListener(s)
 	return s
 }

@@ -89,7 +89,8 @@ type claimTx struct {
 
 // Commit implements store.Tx: the UPDATE that stores the response (or
 // marks the key done but not replayable when resp is nil) for retention,
-// counted from the database's statement_timestamp(), then COMMIT. If the
+// counted from the database's statement_timestamp(), then COMMIT, which
+// wakes the key's watchers (see Store.Watch; a rollback wakes none). If the
 // UPDATE fails, for instance because a statement of the handler failed and
 // aborted the transaction, the transaction is rolled back and the error
 // returned.

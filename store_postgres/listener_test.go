@@ -1,0 +1,129 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// listenerPID is the backend of s's listening connection, 0 while it has
+// none.
+func listenerPID(s *Store) uint32 {
+	s.listener.mu.Lock()
+	defer s.listener.mu.Unlock()
+	if s.listener.state != listenerUp {
+		return 0
+	}
+	return s.listener.pid
+}
+
+// TestListenerReconnects: when the server terminates the listener's
+// connection, its watchers are woken (their marks went with it), and the
+// listener connects again: a later watch is woken by its key's completion.
+func TestListenerReconnects(t *testing.T) {
+	s := newWatchedStore(t)
+	mustClaim(t, s, "before", "fp", "t", time.Minute)
+	before := mustWatch(t, s, "before")
+	pid := listenerPID(s)
+	require.NotZero(t, pid)
+	var terminated bool
+	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, pid).Scan(&terminated))
+	require.True(t, terminated)
+	require.True(t, closedWithin(before, wakeWithin), "woken by the loss of the listener's connection")
+
+	owner := mustClaim(t, s, "after", "fp", "t", time.Minute).Owner
+	var after <-chan struct{}
+	require.Eventually(t, func() bool {
+		changed, stop, err := s.Watch(t.Context(), "after")
+		if err != nil {
+			return false
+		}
+		t.Cleanup(stop)
+		after = changed
+		return true
+	}, wakeWithin, 10*time.Millisecond, "the listener connects again")
+	require.NotEqual(t, pid, listenerPID(s), "a new connection")
+	require.False(t, closedWithin(after, quietFor), "woken while the key is in flight")
+	require.NoError(t, s.Complete(context.Background(), "after", owner, &store.Response{Status: 201}, time.Hour))
+	require.True(t, closedWithin(after, wakeWithin), "woken by the completion, on the new connection")
+}
+
+// TestCloseEndsWatches: Close wakes the watchers, closes the listener's
+// connection, and makes Watch fail; the store keeps serving its other
+// methods.
+func TestCloseEndsWatches(t *testing.T) {
+	s := newTestStore(t)
+	mustClaim(t, s, "k", "fp", "t", time.Minute)
+	changed := mustWatch(t, s, "k")
+	pid := listenerPID(s)
+	s.Close()
+	require.True(t, closedWithin(changed, wakeWithin), "woken by Close")
+	require.Eventually(t, func() bool {
+		var alive bool
+		require.NoError(t, s.pool.QueryRow(context.Background(),
+			`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive))
+		return !alive
+	}, wakeWithin, 10*time.Millisecond, "the listener's connection is closed")
+	_, _, err := s.Watch(t.Context(), "k")
+	require.ErrorIs(t, err, errClosed)
+	s.Close()
+	mustClaim(t, s, "other", "fp", "t", time.Minute)
+}
+
+// TestStopReleasesTheMark: the watch locks of stopped watches, woken or
+// not, are released, so that later completions notify nobody.
+func TestStopReleasesTheMark(t *testing.T) {
+	s := newWatchedStore(t)
+	ctx := context.Background()
+	owner := mustClaim(t, s, "k", "fp", "t", time.Minute).Owner
+	var stops []func()
+	for range 3 {
+		_, stop, err := s.Watch(ctx, "k")
+		require.NoError(t, err)
+		stops = append(stops, stop)
+	}
+	pid := listenerPID(s)
+	locks := func() int {
+		var n int
+		require.NoError(t, s.pool.QueryRow(ctx,
+			`SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'advisory'`, pid).Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, locks(), "the watches hold the key's watch lock")
+	stops[0]()
+	require.NoError(t, s.Complete(ctx, "k", owner, &store.Response{Status: 201}, time.Hour))
+	for _, stop := range stops[1:] {
+		stop()
+	}
+	require.Eventually(t, func() bool { return locks() == 0 }, wakeWithin, 10*time.Millisecond, "every hold released")
+}
+
+// TestListenerIgnoresThePoolsCancelRequests: a pool configured to end a
+// statement whose context ends by a cancel request, and only an hour later
+// by the connection's deadline, does not make the listener's waits slow to
+// interrupt: a cancel request does not end a wait (the idle server ignores
+// it), so each watch after the first would wait that hour.
+func TestListenerIgnoresThePoolsCancelRequests(t *testing.T) {
+	p := ownPool(t, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: time.Hour}
+		}
+	})
+	s := New(p, WithTable(newWatchedStore(t).table))
+	t.Cleanup(s.Close)
+	mustClaim(t, s, "k", "fp", "t", time.Minute)
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), wakeWithin)
+		_, stop, err := s.Watch(ctx, "k")
+		cancel()
+		require.NoError(t, err, "watch %d", i)
+		stop()
+	}
+}
