@@ -58,9 +58,9 @@ func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease 
 }
 
 // Complete implements store.Store: one UPDATE, one round trip, which also
-// wakes the key's watchers (see Watch). The retention is counted from the database's statement_timestamp(). A lease
-// that has lapsed but was neither taken over nor swept is still the
-// owner's and may be completed.
+// wakes the key's watchers (see Watch). The retention is counted from the
+// database's statement_timestamp(). A lease that has lapsed but was
+// neither taken over nor swept is still the owner's and may be completed.
 func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
 	state, status, header, body := completion(resp)
 	return s.ownerExec(ctx, "complete", s.sql.complete, key, owner,
@@ -78,10 +78,11 @@ func completion(resp *store.Response) (state store.State, status *int32, header 
 }
 
 // Release implements store.Store: one UPDATE, one round trip, which also
-// wakes the key's watchers (see Watch). The row is not deleted: it stays in flight with its lease ended and no token, so
-// the next claim takes the key over with a higher fencing number than the
-// releasing owner's, until the sweeper removes the row after the abandoned
-// retention (see WithAbandonedRetention).
+// wakes the key's watchers (see Watch). The row is not deleted: it stays
+// in flight with its lease ended and no token, so the next claim takes the
+// key over with a higher fencing number than the releasing owner's, until
+// the sweeper removes the row after the abandoned retention (see
+// WithAbandonedRetention).
 func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
 	return s.ownerExec(ctx, "release", s.sql.release, key, owner)
 }
