@@ -78,9 +78,10 @@ var errClosed = errors.New("the store is closed")
 // that listens on the table's channel until Close. Each call costs one
 // round trip on that connection, shared with the calls queued meanwhile,
 // and the first waits for the connection to be made (at most ctx); stop
-// costs nothing to the caller, its lock being released by the listener. A key held by an open transaction (a
-// TxStore's claim) is in flight: its watchers are woken by the
-// transaction's Commit, not by a rollback, which the caller's poll finds.
+// costs nothing to the caller, its lock being released by the listener.
+// A key held by an open transaction (a TxStore's claim) is in flight: its
+// watchers are woken by the transaction's Commit, not by a rollback, which
+// the caller's poll finds.
 // While the listener's connection is down (lost, being made again with a
 // backoff) Watch returns an error, and the loss of the connection wakes
 // every watcher at once, in flight or not, so that each looks again and
