@@ -3,7 +3,8 @@
 #                tests against the real services, and brief fuzz runs.
 # make bench:    every benchmark six times into .bench/new.txt, compared by
 #                benchstat with the previous run, then the middleware's
-#                targets (.ci/bench-middleware) and the stores' side-by-side
+#                targets (.ci/bench-middleware), the waiting duplicates'
+#                (.ci/bench-wait), and the stores' side-by-side
 #                comparisons with redis-benchmark, pgbench and database/sql.
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -50,6 +51,6 @@ bench: services
 	else \
 		go run $(BENCHSTAT) .bench/new.txt; \
 	fi
-	for script in .ci/bench-middleware .ci/bench-redis .ci/bench-postgres .ci/bench-sqlite; do \
+	for script in .ci/bench-middleware .ci/bench-wait .ci/bench-redis .ci/bench-postgres .ci/bench-sqlite; do \
 		if [ -x "$$script" ]; then "$$script"; fi; \
 	done
