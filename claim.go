@@ -17,7 +17,7 @@ func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
 	if rec, ok := m.cache.get(c.key); ok && m.answerFromRecord(w, r, c, rec) {
 		return
 	}
-	token := newToken()
+	token := c.token
 	if m.tryClaim(w, r, c, token) {
 		return
 	}

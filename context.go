@@ -68,10 +68,12 @@ func DoNotRecord(ctx context.Context) bool {
 }
 
 // withCall returns the request c's handler gets: a copy of r with context
-// ctx and c in it (FromContext). The context and the copy share one
-// allocation, made only for a request that claimed its key.
+// ctx and c in it (FromContext). The context and the copy are c's own,
+// allocated with it: a call runs its handler at most once, so withCall is
+// called at most once for it.
 func withCall(r *http.Request, ctx context.Context, c *call) *http.Request {
-	h := &handlerRequest{ctx: callContext{Context: ctx, c: c}}
+	h := &c.handler
+	h.ctx = callContext{Context: ctx, c: c}
 	h.req = *r.WithContext(&h.ctx) // inlined: the copy WithContext makes stays on the stack
 	return &h.req
 }

@@ -27,7 +27,15 @@ type detachedDeadline struct {
 // ends timeout from now. The caller must call stop when the store call
 // returns.
 func newDetachedDeadline(parent context.Context, timeout time.Duration) *detachedDeadline {
-	return &detachedDeadline{Context: context.WithoutCancel(parent), deadline: time.Now().Add(timeout)}
+	c := new(detachedDeadline)
+	c.init(parent, timeout)
+	return c
+}
+
+// init makes c, a zero detachedDeadline, one that newDetachedDeadline
+// would return.
+func (c *detachedDeadline) init(parent context.Context, timeout time.Duration) {
+	c.Context, c.deadline = context.WithoutCancel(parent), time.Now().Add(timeout)
 }
 
 func (c *detachedDeadline) Deadline() (time.Time, bool) { return c.deadline, true }

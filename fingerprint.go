@@ -25,6 +25,12 @@ import (
 // the scope's job (WithScope), not the fingerprint's; where it must also
 // hold against such a client, use FingerprintSHA256.
 func Fingerprint(r *http.Request, body []byte) string {
+	var text [16]byte
+	return string(appendFingerprint(text[:0], r, body))
+}
+
+// appendFingerprint appends Fingerprint's text to buf.
+func appendFingerprint(buf []byte, r *http.Request, body []byte) []byte {
 	var scratch [256]byte
 	fields := appendRequestFields(scratch[:0], r, len(body))
 	var d xxhash.Digest
@@ -33,7 +39,7 @@ func Fingerprint(r *http.Request, body []byte) string {
 	_, _ = d.Write(body)
 	var sum [8]byte
 	binary.BigEndian.PutUint64(sum[:], d.Sum64())
-	return hexString(sum[:])
+	return hex.AppendEncode(buf, sum[:])
 }
 
 // FingerprintSHA256 hashes what Fingerprint does with SHA-256: no two

@@ -61,9 +61,6 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 		panic("idempotency: WithCanonicalJSON reads bodies under 2 GiB; set WithMaxBodyBytes lower")
 	}
 	c.txStore, _ = c.store.(store.TxStore)
-	if c.fingerprint == nil {
-		c.fingerprint = Fingerprint
-	}
 	return func(next http.Handler) http.Handler {
 		m := &middleware{config: c, next: next}
 		m.leases = leaseKeeper{lease: c.lease, held: make(map[*heldLease]struct{})}
@@ -85,6 +82,7 @@ type call struct {
 	key         string // storage key: scope, method, route and client key
 	clientKey   string
 	fingerprint string
+	token       string      // the owner token of this request's claims
 	fence       int64       // of the claim the handler runs under
 	doNotRecord atomic.Bool // set by the handler (DoNotRecord)
 	waiting     bool        // the key was found in flight, and the request waits (WithWait)
@@ -96,6 +94,9 @@ type call struct {
 	lease       heldLease
 	holder      requestLease // of lease
 	stored      store.Response
+	record      detachedDeadline // the first record call's context (see recordContext)
+	recordUsed  bool
+	handler     handlerRequest // the request the handler gets (see withCall)
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -152,12 +153,33 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.decided(r, c, OutcomeScopeMissing)
 		return
 	}
-	if m.route == nil {
-		c.key = defaultStorageKey(scope, r.Method, requestHost(r), requestPath(r), clientKey)
-	} else {
-		c.key = storageKey(scope, r.Method, m.route(r), clientKey)
-	}
-	c.fingerprint = m.fingerprint(r, fingerprintBody)
+	c.setStrings(m, r, scope, fingerprintBody)
 	c.body.rewind() // the scope, route or fingerprint function may have read r.Body
 	m.claim(w, r, c)
+}
+
+// setStrings sets c's storage key, fingerprint and owner token, the first
+// from the route (the default one, or m's route function), the second from
+// m's fingerprint function given body. The three share one allocation
+// unless the fingerprint function is the application's own.
+func (c *call) setStrings(m *middleware, r *http.Request, scope string, body []byte) {
+	var scratch [256]byte
+	buf := scratch[:0]
+	if m.route == nil {
+		buf = appendDefaultStorageKey(buf, scope, r.Method, requestHost(r), requestPath(r), c.clientKey)
+	} else {
+		buf = appendStorageKey(buf, scope, r.Method, m.route(r), c.clientKey)
+	}
+	keyEnd := len(buf)
+	if m.fingerprint == nil {
+		buf = appendFingerprint(buf, r, body)
+	} else {
+		c.fingerprint = m.fingerprint(r, body)
+	}
+	fingerprintEnd := len(buf)
+	all := string(appendToken(buf))
+	c.key, c.token = all[:keyEnd], all[fingerprintEnd:]
+	if m.fingerprint == nil {
+		c.fingerprint = all[keyEnd:fingerprintEnd]
+	}
 }

@@ -26,8 +26,8 @@ type config struct {
 	scopeRequired    bool
 	record           func(r *http.Request, status int) bool
 	problemWriter    func(w http.ResponseWriter, r *http.Request, p httpx.Problem)
-	route            func(*http.Request) string // nil: the default route (see route.go)
-	fingerprint      func(r *http.Request, body []byte) string
+	route            func(*http.Request) string                // nil: the default route (see route.go)
+	fingerprint      func(r *http.Request, body []byte) string // nil: Fingerprint
 	canonicalJSON    bool
 	maxBodyBytes     int64
 	maxResponseBytes int

@@ -62,7 +62,7 @@ func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) store.
 // store has it. It runs even if the client has gone away, within the
 // record timeout.
 func (m *middleware) complete(r *http.Request, c *call, owner store.Lease, resp *store.Response) {
-	ctx := m.recordContext(r)
+	ctx := m.recordContext(r, c)
 	defer ctx.stop()
 	started, sent := m.storeStart(), m.cache.now()
 	err := m.store.Complete(ctx, c.key, owner, resp, m.retention)
@@ -74,26 +74,26 @@ func (m *middleware) complete(r *http.Request, c *call, owner store.Lease, resp 
 	m.cache.put(c.key, m.cache.completed(c, resp), sent, m.retention)
 }
 
-// release frees the claim, if still ours, so a retry may run. A release
+// release frees c's claim, if still ours, so a retry may run. A release
 // the store refuses with store.ErrNotOwner (the lease was lost, and the key
 // perhaps taken over, while the handler ran) is reported, as a refused
 // complete is: the handler may have run beside another. Like complete, it
 // runs within the record timeout even if the client has gone away.
-func (m *middleware) release(r *http.Request, key string, owner store.Lease) {
-	ctx := m.recordContext(r)
+func (m *middleware) release(r *http.Request, c *call, owner store.Lease) {
+	ctx := m.recordContext(r, c)
 	defer ctx.stop()
 	started := m.storeStart()
-	err := m.store.Release(ctx, key, owner)
+	err := m.store.Release(ctx, c.key, owner)
 	m.storeCalled(ctx, StoreRelease, started, err)
 	if err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: release: %w", err))
 	}
 }
 
-// rollback abandons the transaction of a request that must not be
+// rollback abandons the transaction of c's request, which must not be
 // recorded, within the record timeout.
-func (m *middleware) rollback(r *http.Request, tx store.Tx) {
-	ctx := m.recordContext(r)
+func (m *middleware) rollback(r *http.Request, c *call, tx store.Tx) {
+	ctx := m.recordContext(r, c)
 	defer ctx.stop()
 	started := m.storeStart()
 	err := tx.Rollback(ctx)
@@ -104,10 +104,18 @@ func (m *middleware) rollback(r *http.Request, tx store.Tx) {
 }
 
 // recordContext returns the context of a store call that records the
-// outcome of r (complete, release, commit, rollback): detached from r's
-// cancellation, and ending after the record timeout (WithRecordTimeout,
-// else the lease), so that a store that stops answering holds the request
-// no longer than that. The caller must call stop when the call returns.
-func (m *middleware) recordContext(r *http.Request) *detachedDeadline {
-	return newDetachedDeadline(r.Context(), cmp.Or(m.recordTimeout, m.lease))
+// outcome of r, c's request (complete, release, commit, rollback):
+// detached from r's cancellation, and ending after the record timeout
+// (WithRecordTimeout, else the lease), so that a store that stops
+// answering holds the request no longer than that. The caller must call
+// stop when the call returns. The first is c's own, allocated with it; any
+// later one is new, since a store may still hold an earlier one.
+func (m *middleware) recordContext(r *http.Request, c *call) *detachedDeadline {
+	timeout := cmp.Or(m.recordTimeout, m.lease)
+	if c.recordUsed {
+		return newDetachedDeadline(r.Context(), timeout)
+	}
+	c.recordUsed = true
+	c.record.init(r.Context(), timeout)
+	return &c.record
 }

@@ -49,7 +49,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 		// deferred call runs while panicking.
 		m.leases.stop(lease)
 		c.handlerEnded(started)
-		m.release(r, c.key, owner)
+		m.release(r, c, owner)
 		m.decided(r, c, OutcomeReleased)
 	}()
 	m.claimReported(r, c, claimedAt)
@@ -63,7 +63,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 
 	switch {
 	case release:
-		m.release(r, c.key, owner)
+		m.release(r, c, owner)
 		if rec.Status() == 0 && ended && !rec.Hijacked() {
 			// Cut short before it wrote anything (see releases): the
 			// request did not complete, and its cookie is not sent either.
@@ -104,7 +104,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx
 	defer func() {
 		if !decided { // the handler, the record policy or the observer panicked
 			c.handlerEnded(started)
-			m.rollback(r, tx)
+			m.rollback(r, c, tx)
 			m.decided(r, c, OutcomeReleased)
 		}
 	}()
@@ -121,7 +121,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx
 	decided = true
 
 	if release {
-		m.rollback(r, tx)
+		m.rollback(r, c, tx)
 		if status == 0 && ended {
 			m.writeRetryableProblem(w, r, problemRequestInterrupted)
 		} else {
@@ -135,7 +135,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx
 		stored := m.toStore(r, held.Status(), held.SentHeader().Clone(), held.Body())
 		resp = &stored
 	}
-	ctx := m.recordContext(r)
+	ctx := m.recordContext(r, c)
 	committedAt, sent := m.storeStart(), m.cache.now()
 	err := tx.Commit(ctx, resp, m.retention)
 	m.storeCalled(ctx, StoreCommit, committedAt, err)

@@ -12,17 +12,22 @@ import "encoding/binary"
 // that fit are gathered in a buffer on the stack.
 func storageKey(scope, method, route, clientKey string) string {
 	var scratch [256]byte
-	key := appendFields(scratch[:0], scope, method, route, clientKey)
-	return string(binary.AppendUvarint(key, 0))
+	return string(appendStorageKey(scratch[:0], scope, method, route, clientKey))
 }
 
-// defaultStorageKey is storageKey of the default route, host followed by
-// path, byte for byte, written without joining host and path first.
-func defaultStorageKey(scope, method, host, path, clientKey string) string {
-	var scratch [256]byte
-	key := appendFields(scratch[:0], scope, method)
-	key = binary.AppendUvarint(key, uint64(len(host)+len(path)))
-	key = append(append(key, host...), path...)
-	key = appendFields(key, clientKey)
-	return string(binary.AppendUvarint(key, 0))
+// appendStorageKey appends storageKey's bytes to buf.
+func appendStorageKey(buf []byte, scope, method, route, clientKey string) []byte {
+	buf = appendFields(buf, scope, method, route, clientKey)
+	return binary.AppendUvarint(buf, 0)
+}
+
+// appendDefaultStorageKey appends the storage key of the default route,
+// host followed by path, byte for byte, to buf, written without joining
+// host and path first.
+func appendDefaultStorageKey(buf []byte, scope, method, host, path, clientKey string) []byte {
+	buf = appendFields(buf, scope, method)
+	buf = binary.AppendUvarint(buf, uint64(len(host)+len(path)))
+	buf = append(append(buf, host...), path...)
+	buf = appendFields(buf, clientKey)
+	return binary.AppendUvarint(buf, 0)
 }

@@ -32,7 +32,7 @@ func TestStorageKeyLayout(t *testing.T) {
 	// path joined, for short fields and long ones.
 	for _, host := range []string{"", "a.example", strings.Repeat("h", 200)} {
 		for _, path := range []string{"/", "/payments", "/" + long} {
-			require.Equal(t, storageKey("tenant-1", "POST", host+path, "k-1"), defaultStorageKey("tenant-1", "POST", host, path, "k-1"))
+			require.Equal(t, storageKey("tenant-1", "POST", host+path, "k-1"), string(appendDefaultStorageKey(nil, "tenant-1", "POST", host, path, "k-1")))
 		}
 	}
 }

@@ -11,10 +11,17 @@ import (
 // must be unique, not secret; the runtime's per-thread ChaCha8 generator,
 // seeded from the operating system, gives that without a system call.
 func newToken() string {
-	var raw [16]byte
+	var text [tokenLen]byte
+	return string(appendToken(text[:0]))
+}
+
+// tokenLen is the length of a token.
+const tokenLen = 32
+
+// appendToken appends a fresh token, as newToken returns one, to buf.
+func appendToken(buf []byte) []byte {
+	var raw [tokenLen / 2]byte
 	binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
 	binary.LittleEndian.PutUint64(raw[8:], rand.Uint64())
-	var text [32]byte
-	hex.Encode(text[:], raw[:])
-	return string(text[:])
+	return hex.AppendEncode(buf, raw[:])
 }
