@@ -1,10 +1,14 @@
 package sqlitestore
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency/store"
@@ -65,4 +69,48 @@ func requireStopped(t *testing.T, s *Store, goroutines int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestPollerStorm: goroutines racing on a few keys, each watching, some
+// stopping at once, and the keys' owners completing or releasing them
+// meanwhile through the watching store or another handle: every watch
+// still waiting for a key when it leaves flight is woken, pollers stopping
+// with a last watch while others start with a new one, and once all have
+// stopped, no poller is left. Not parallel: it counts the process's
+// goroutines.
+func TestPollerStorm(t *testing.T) {
+	path := testFile(t)
+	s, other := newTestStoreOn(t, path), newTestStoreOn(t, path)
+	goroutines := runtime.NumGoroutine()
+	const rounds, keys, watchers = 20, 4, 8
+	for round := range rounds {
+		var racing sync.WaitGroup
+		for k := range keys {
+			key := fmt.Sprint(round, "-", k)
+			owner := mustClaim(t, s, key, "t", time.Minute).Owner
+			for w := range watchers {
+				racing.Go(func() {
+					changed, stop, err := s.Watch(t.Context(), key)
+					if !assert.NoError(t, err) {
+						return
+					}
+					defer stop()
+					if w%2 == 0 {
+						assert.True(t, closedWithin(changed, wakeWithin), "watch %d of %s woken", w, key)
+					}
+				})
+			}
+			racing.Go(func() {
+				time.Sleep(rand.N(5 * time.Millisecond))
+				ender := []*Store{s, other}[k%2]
+				if k/2%2 == 0 {
+					assert.NoError(t, ender.Release(t.Context(), key, owner))
+					return
+				}
+				assert.NoError(t, ender.Complete(t.Context(), key, owner, nil, time.Minute))
+			})
+		}
+		racing.Wait()
+	}
+	requireStopped(t, s, goroutines)
 }
