@@ -41,13 +41,14 @@ func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease 
 
 // Complete implements store.Store: one UPDATE. The retention is counted
 // from SQLite's clock. A lease that has lapsed but was neither taken over
-// nor swept is still the owner's and may be completed.
+// nor swept is still the owner's and may be completed. It wakes the
+// store's watchers of key (see Watch).
 func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
 	if resp == nil {
-		return s.ownerExec(ctx, "complete", completeSQL, key, owner,
+		return s.endingExec(ctx, "complete", completeSQL, key, owner,
 			int(store.StateUnreplayable), nil, nil, nil, retention.Milliseconds())
 	}
-	return s.ownerExec(ctx, "complete", completeSQL, key, owner,
+	return s.endingExec(ctx, "complete", completeSQL, key, owner,
 		int(store.StateCompleted), resp.Status, headercodec.Encode(resp.Header), resp.Body, retention.Milliseconds())
 }
 
@@ -55,9 +56,10 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 // stays in flight with its lease ended and no token, so the next claim
 // takes the key over with a higher fencing number than the releasing
 // owner's, until the sweeper removes the row after the abandoned retention
-// (see WithAbandonedRetention).
+// (see WithAbandonedRetention). It wakes the store's watchers of key (see
+// Watch).
 func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
-	return s.ownerExec(ctx, "release", releaseSQL, key, owner)
+	return s.endingExec(ctx, "release", releaseSQL, key, owner)
 }
 
 // ownerExec runs one of the owner's statements for owner's lease of key,

@@ -44,6 +44,10 @@ type Store struct {
 	// turn is held by the one statement of this store that runs at a time
 	// (see write).
 	turn chan struct{}
+	// watches are the keys watched right now, and pollEvery how often the
+	// poller asks whether another connection committed (see Watch).
+	watches   watches
+	pollEvery time.Duration
 }
 
 var _ store.Store = (*Store)(nil)
@@ -64,8 +68,8 @@ func WithAbandonedRetention(d time.Duration) Option {
 	return func(s *Store) { s.abandoned = d }
 }
 
-// WithLogger sets the logger the sweeper started by StartSweeper reports
-// its errors to. Defaults to slog.Default().
+// WithLogger sets the logger the sweeper started by StartSweeper, and the
+// poller of Watch, report their errors to. Defaults to slog.Default().
 func WithLogger(logger *slog.Logger) Option {
 	if logger == nil {
 		panic("sqlitestore: WithLogger expects a non-nil logger")
@@ -82,7 +86,7 @@ func New(db *sql.DB, opts ...Option) *Store {
 	if db == nil {
 		panic("sqlitestore: New expects a non-nil db")
 	}
-	s := &Store{db: db, logger: slog.Default(), abandoned: 24 * time.Hour, turn: make(chan struct{}, 1)}
+	s := &Store{db: db, logger: slog.Default(), abandoned: 24 * time.Hour, turn: make(chan struct{}, 1), pollEvery: pollInterval}
 	for _, opt := range opts {
 		opt(s)
 	}
