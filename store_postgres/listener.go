@@ -189,8 +189,15 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The pool's own set-up (a search_path, say) applies here too, so that
+	// the table's name means the table the store's statements use.
+	if after := l.s.pool.Config().AfterConnect; after != nil {
+		err = after(ctx, conn)
+	}
 	var channel string
-	err = conn.QueryRow(ctx, l.s.sql.channel).Scan(&channel)
+	if err == nil {
+		err = conn.QueryRow(ctx, l.s.sql.channel).Scan(&channel)
+	}
 	if err == nil {
 		_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize())
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -126,4 +127,30 @@ func TestListenerIgnoresThePoolsCancelRequests(t *testing.T) {
 		require.NoError(t, err, "watch %d", i)
 		stop()
 	}
+}
+
+// TestListenerRunsThePoolsAfterConnect: a pool whose AfterConnect sets the
+// search_path to the schema the store's table is in (the store names no
+// schema) gives the listener the same path, so its watches find the table
+// and are woken by the completion.
+func TestListenerRunsThePoolsAfterConnect(t *testing.T) {
+	schema := testTable(t)
+	_, err := testPool(t).Exec(context.Background(), "CREATE SCHEMA "+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = testPool(t).Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	p := ownPool(t, func(cfg *pgxpool.Config) {
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "SET search_path TO "+schema)
+			return err
+		}
+	})
+	s := New(p, WithTable(testTable(t)))
+	require.NoError(t, s.Migrate(context.Background()))
+	t.Cleanup(s.Close)
+
+	owner := mustClaim(t, s, "k", "fp", "t", time.Minute).Owner
+	changed := mustWatch(t, s, "k")
+	require.False(t, closedWithin(changed, quietFor), "woken while the key is in flight")
+	require.NoError(t, s.Complete(context.Background(), "k", owner, &store.Response{Status: 201}, time.Hour))
+	require.True(t, closedWithin(changed, wakeWithin), "woken by the completion")
 }
