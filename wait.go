@@ -50,11 +50,13 @@ type backoff struct{ first, max time.Duration }
 // looked once before poll. If s is a store.Watcher, each look comes after
 // a watch of key has started, so that no change after the look goes
 // unseen, and the watch lasts until the next wake-up: through the try, and
-// so through the handler's or fn's run if the try claims the key. A timer
-// following b is the fallback: for a wake-up that never comes, and for a
-// round whose Watch failed. ctx is checked whichever woke the loop: when
-// several were ready, select may have taken another, and a caller whose
-// context ended must not claim.
+// so through the handler's or fn's run if the try claims the key. Each
+// round's watch starts before the last one stops, so that a store that
+// shares one subscription among a key's watches keeps it. A watch ends
+// with the wait at the latest. A timer following b is the fallback: for a
+// wake-up that never comes, and for a round whose Watch failed. ctx is
+// checked whichever woke the loop: when several were ready, select may
+// have taken another, and a caller whose context ended must not claim.
 //
 // The first wait is b.first even with a watch: the caller's look came
 // before the watch, and a store that cannot tell at once that the key has
@@ -63,27 +65,45 @@ type backoff struct{ first, max time.Duration }
 // dropped connection) or a lease that lapsed without a release is left for
 // the timer, and b.max bounds how late either is noticed, as it does for a
 // loop that only polls. A round without a watch doubles the interval.
+//
+// A wake-up after which try finds the key still in flight (another waiter
+// claimed it first, or a store woke its watches for a dropped connection)
+// makes the next wake-up wait a little before its look: firstHold, then
+// twice as long each time it happens again, up to b.max, so that a store
+// whose watches keep firing at once cannot turn the wait into a busy loop.
 func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, key string, try func() bool) pollEnd {
 	watcher, _ := s.(store.Watcher)
 	deadline := time.Now().Add(wait)
+	watchCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	interval := min(b.first, wait)
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
-	w := startWatch(ctx, watcher, key)
-	defer w.end() // the last watch, even if try panics
+	w := startWatch(watchCtx, watcher, key)
+	defer func() { w.end() }() // the last watch, even if try panics
+	var hold time.Duration
 	for {
+		woken := false
 		select {
 		case <-ctx.Done():
 		case <-timer.C:
 		case <-w.changed:
+			woken = true
 		}
-		w.end()
+		if woken && hold > 0 {
+			pause(ctx, min(hold, time.Until(deadline)))
+		}
 		if ctx.Err() != nil {
 			return polledInterrupted
 		}
-		w = startWatch(ctx, watcher, key)
+		next := startWatch(watchCtx, watcher, key)
+		w.end()
+		w = next
 		if try() {
 			return polledDone
+		}
+		if woken {
+			hold = min(max(2*hold, firstHold), b.max)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -95,6 +115,23 @@ func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, ke
 		}
 		interval = min(interval, b.max, left)
 		timer.Reset(interval)
+	}
+}
+
+// firstHold is how long a waiting loop first waits after a wake-up that
+// found its key still in flight (see poll).
+const firstHold = time.Millisecond
+
+// pause waits for d to pass or ctx to end, whichever comes first.
+func pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

@@ -164,17 +164,47 @@ func TestPollWokenByTheStore(t *testing.T) {
 	}
 }
 
+// TestPollHoldsAfterSpuriousWakeUps: a store whose watches fire at once
+// while the key stays in flight (as watches woken by a dropped connection
+// do) cannot make the waiting loop spin: over a 300 ms wait, with fallback
+// polls an hour apart, it looks a few times, each after a longer pause,
+// not thousands. And each round's watch starts before the last one stops.
+func TestPollHoldsAfterSpuriousWakeUps(t *testing.T) {
+	ctx := t.Context()
+	s := newWatchStore()
+	s.jumpy = true
+	_, _, err := s.Claim(ctx, "k", "fp", "owner", time.Hour)
+	require.NoError(t, err)
+	var looks atomic.Int64
+	done := idempotency.PollEvery(ctx, time.Hour, 300*time.Millisecond, s, "k", func() bool {
+		looks.Add(1)
+		rec, _, err := s.Claim(ctx, "k", "fp", "waiter", time.Hour)
+		return err == nil && rec.State != store.StateInFlight
+	})
+	require.False(t, done, "the key stayed in flight: the wait times out")
+	require.GreaterOrEqual(t, looks.Load(), int64(5), "each wake-up is followed by a look")
+	require.LessOrEqual(t, looks.Load(), int64(20), "the looks are held off, not back to back")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Equal(t, s.started, s.stopped, "watches started and stopped")
+	for i, open := range s.openAtStart[1:] {
+		require.Equal(t, 1, open, "watch %d started while the last one was open", i+1)
+	}
+}
+
 // watchStore is a memory store whose watches are counted, with the keys
-// they watch and the keys claimed, and the watches started and stopped. A
-// silent one's watches never fire; a failing one's Watch returns fail.
+// they watch and the keys claimed, the watches started and stopped, and
+// how many were open as each started. A silent one's watches never fire; a
+// jumpy one's fire at once; a failing one's Watch returns fail.
 type watchStore struct {
 	*store.Memory
-	silent           bool
+	silent, jumpy    bool
 	fail             error
 	mu               sync.Mutex
 	watched          map[string]int
 	claimed          map[string]bool
 	started, stopped int
+	openAtStart      []int
 }
 
 func newWatchStore() *watchStore {
@@ -196,9 +226,15 @@ func (s *watchStore) Watch(ctx context.Context, key string) (<-chan struct{}, fu
 		return nil, nil, s.fail
 	}
 	changed, stop, err := s.Memory.Watch(ctx, key)
-	if s.silent {
+	switch {
+	case s.silent:
 		changed = make(chan struct{})
+	case s.jumpy:
+		fired := make(chan struct{})
+		close(fired)
+		changed = fired
 	}
+	s.openAtStart = append(s.openAtStart, s.started-s.stopped)
 	s.started++
 	return changed, func() {
 		s.mu.Lock()
