@@ -47,6 +47,9 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 	if c.store == nil {
 		c.store = store.NewMemory()
 	}
+	if _, inProcess := c.store.(*store.Memory); inProcess {
+		c.cache = nil // see WithReplayCache
+	}
 	if c.errorHandler == nil {
 		logger := c.logger
 		c.errorHandler = func(r *http.Request, err error) {

@@ -335,8 +335,11 @@ func WithRetryAfter(d time.Duration) Option {
 // (for one completed here, the retention it was completed with). The cache
 // is this process's alone and the store is not asked while an entry lasts,
 // so a record removed from the store by hand is still replayed here until
-// its entry ends. It panics unless both are above zero. Defaults to off:
-// every request asks the store.
+// its entry ends. With a *store.Memory (the default store) it does
+// nothing: that store's replays make no round trip already, and its byte
+// cap may keep a completed response unreplayable, which a cache filled at
+// completion would replay. It panics unless both are above zero. Defaults
+// to off: every request asks the store.
 func WithReplayCache(entries int, maxAge time.Duration) Option {
 	entries = positive("WithReplayCache", "entries", entries)
 	maxAge = positive("WithReplayCache", "maxAge", maxAge)

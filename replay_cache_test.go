@@ -119,6 +119,16 @@ func TestReplayCache(t *testing.T) {
 		assert.Equal(t, "/payments/1", post(cached, "k", "{}").Header.Get("Location"))
 	})
 
+	// With the memory store itself the option does nothing: a response
+	// over the store's byte cap, kept unreplayable, is not replayed from
+	// the cache either.
+	t.Run("a memory store's byte cap holds", func(t *testing.T) {
+		mw := idempotency.New(idempotency.WithStore(store.NewMemory(store.WithMaxBytes(1024))),
+			idempotency.WithReplayCache(10, time.Hour))(&largeResponse{size: 4096})
+		require.Equal(t, http.StatusOK, post(mw, "k", "{}").StatusCode)
+		requireProblem(t, post(mw, "k", "{}"), http.StatusConflict, idempotency.ProblemNotReplayable)
+	})
+
 	t.Run("an unreplayable record gets 409 from the cache", func(t *testing.T) {
 		s := &countingStore{Store: store.NewMemory()}
 		mw := idempotency.New(idempotency.WithStore(s), idempotency.WithReplayCache(10, time.Hour),
@@ -223,4 +233,11 @@ func TestReplayCache(t *testing.T) {
 		wg.Wait()
 		assert.Equal(t, int64(goroutines*keys), h.runs.Load())
 	})
+}
+
+// largeResponse answers 200 with a body of size bytes.
+type largeResponse struct{ size int }
+
+func (h *largeResponse) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	_, _ = w.Write([]byte(strings.Repeat("x", h.size)))
 }
