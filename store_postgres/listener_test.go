@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 // listenerPID is the backend of s's listening connection, 0 while it has
@@ -37,7 +38,7 @@ func TestListenerReconnects(t *testing.T) {
 	var terminated bool
 	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, pid).Scan(&terminated))
 	require.True(t, terminated)
-	require.True(t, closedWithin(before, wakeWithin), "woken by the loss of the listener's connection")
+	require.True(t, storetest.ClosedWithin(before, storetest.WakeWithin), "woken by the loss of the listener's connection")
 
 	owner := mustClaim(t, s, "after", "fp", "t", time.Minute).Owner
 	var after <-chan struct{}
@@ -49,11 +50,11 @@ func TestListenerReconnects(t *testing.T) {
 		t.Cleanup(stop)
 		after = changed
 		return true
-	}, wakeWithin, 10*time.Millisecond, "the listener connects again")
+	}, storetest.WakeWithin, 10*time.Millisecond, "the listener connects again")
 	require.NotEqual(t, pid, listenerPID(s), "a new connection")
-	require.False(t, closedWithin(after, quietFor), "woken while the key is in flight")
+	require.False(t, storetest.ClosedWithin(after, storetest.QuietFor), "woken while the key is in flight")
 	require.NoError(t, s.Complete(context.Background(), "after", owner, &store.Response{Status: 201}, time.Hour))
-	require.True(t, closedWithin(after, wakeWithin), "woken by the completion, on the new connection")
+	require.True(t, storetest.ClosedWithin(after, storetest.WakeWithin), "woken by the completion, on the new connection")
 }
 
 // TestCloseEndsWatches: Close wakes the watchers, closes the listener's
@@ -65,13 +66,13 @@ func TestCloseEndsWatches(t *testing.T) {
 	changed := mustWatch(t, s, "k")
 	pid := listenerPID(s)
 	s.Close()
-	require.True(t, closedWithin(changed, wakeWithin), "woken by Close")
+	require.True(t, storetest.ClosedWithin(changed, storetest.WakeWithin), "woken by Close")
 	require.Eventually(t, func() bool {
 		var alive bool
 		require.NoError(t, s.pool.QueryRow(context.Background(),
 			`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive))
 		return !alive
-	}, wakeWithin, 10*time.Millisecond, "the listener's connection is closed")
+	}, storetest.WakeWithin, 10*time.Millisecond, "the listener's connection is closed")
 	_, _, err := s.Watch(t.Context(), "k")
 	require.ErrorIs(t, err, errClosed)
 	s.Close()
@@ -103,7 +104,7 @@ func TestStopReleasesTheMark(t *testing.T) {
 	for _, stop := range stops[1:] {
 		stop()
 	}
-	require.Eventually(t, func() bool { return locks() == 0 }, wakeWithin, 10*time.Millisecond, "every hold released")
+	require.Eventually(t, func() bool { return locks() == 0 }, storetest.WakeWithin, 10*time.Millisecond, "every hold released")
 }
 
 // TestListenerIgnoresThePoolsCancelRequests: a pool configured to end a
@@ -121,7 +122,7 @@ func TestListenerIgnoresThePoolsCancelRequests(t *testing.T) {
 	t.Cleanup(s.Close)
 	mustClaim(t, s, "k", "fp", "t", time.Minute)
 	for i := range 3 {
-		ctx, cancel := context.WithTimeout(t.Context(), wakeWithin)
+		ctx, cancel := context.WithTimeout(t.Context(), storetest.WakeWithin)
 		_, stop, err := s.Watch(ctx, "k")
 		cancel()
 		require.NoError(t, err, "watch %d", i)
@@ -150,7 +151,7 @@ func TestListenerRunsThePoolsAfterConnect(t *testing.T) {
 
 	owner := mustClaim(t, s, "k", "fp", "t", time.Minute).Owner
 	changed := mustWatch(t, s, "k")
-	require.False(t, closedWithin(changed, quietFor), "woken while the key is in flight")
+	require.False(t, storetest.ClosedWithin(changed, storetest.QuietFor), "woken while the key is in flight")
 	require.NoError(t, s.Complete(context.Background(), "k", owner, &store.Response{Status: 201}, time.Hour))
-	require.True(t, closedWithin(changed, wakeWithin), "woken by the completion")
+	require.True(t, storetest.ClosedWithin(changed, storetest.WakeWithin), "woken by the completion")
 }

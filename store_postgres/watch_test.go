@@ -16,15 +16,6 @@ import (
 	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
-const (
-	// wakeWithin is how long a wake-up may take: far more than it takes,
-	// so that only one that never comes reaches it.
-	wakeWithin = 5 * time.Second
-	// quietFor is how long a test watches for a wake-up, or a
-	// notification, that must not come.
-	quietFor = 300 * time.Millisecond
-)
-
 // TestWatchConformance runs storetest.RunWatch against the plain store and
 // the plain methods of the transactional one, each subtest on its own table
 // with its own listener.
@@ -61,16 +52,6 @@ func mustWatch(t *testing.T, s *Store, key string) <-chan struct{} {
 	return changed
 }
 
-// closedWithin reports whether changed is closed within d.
-func closedWithin(changed <-chan struct{}, d time.Duration) bool {
-	select {
-	case <-changed:
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
-
 // TestWatchTransactionalClaim: a key held by an open transaction is in
 // flight for its watcher, who is woken by the Commit and not by a
 // rollback, after which the key is free.
@@ -90,13 +71,13 @@ func TestWatchTransactionalClaim(t *testing.T) {
 			t.Cleanup(s.Close)
 			_, tx := mustBeginClaim(t, s, "k", "fp", "1")
 			changed := mustWatch(t, s.Store, "k")
-			require.False(t, closedWithin(changed, quietFor), "woken while the transaction is open")
+			require.False(t, storetest.ClosedWithin(changed, storetest.QuietFor), "woken while the transaction is open")
 			require.NoError(t, c.end(tx))
 			if c.woken {
-				require.True(t, closedWithin(changed, wakeWithin), "woken by the Commit")
+				require.True(t, storetest.ClosedWithin(changed, storetest.WakeWithin), "woken by the Commit")
 				return
 			}
-			require.False(t, closedWithin(changed, quietFor), "woken while the transaction was rolled back")
+			require.False(t, storetest.ClosedWithin(changed, storetest.QuietFor), "woken while the transaction was rolled back")
 			mustClaim(t, s.Store, "k", "fp", "t", time.Minute)
 		})
 	}
@@ -130,7 +111,7 @@ func TestWatchRacingCompletion(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for i, changed := range watches {
-		require.True(t, closedWithin(changed, wakeWithin), "woken by the completion of k%d", i)
+		require.True(t, storetest.ClosedWithin(changed, storetest.WakeWithin), "woken by the completion of k%d", i)
 	}
 }
 
@@ -165,23 +146,23 @@ func TestNotifyOnlyWhenWatched(t *testing.T) {
 			select {
 			case n := <-notes:
 				t.Fatalf("notified %q with nobody watching", n)
-			case <-time.After(quietFor):
+			case <-time.After(storetest.QuietFor):
 			}
 
 			end := c.hold(t, s, "watched")
 			changed := mustWatch(t, s.Store, "watched")
 			require.NoError(t, end())
-			require.True(t, closedWithin(changed, wakeWithin), "woken by %s", c.name)
+			require.True(t, storetest.ClosedWithin(changed, storetest.WakeWithin), "woken by %s", c.name)
 			select {
 			case n := <-notes:
 				assert.Equal(t, hex.EncodeToString(rowKey("watched")), n)
-			case <-time.After(wakeWithin):
+			case <-time.After(storetest.WakeWithin):
 				t.Fatal("no notification with a watcher")
 			}
 			select {
 			case n := <-notes:
 				t.Fatalf("a second notification %q", n)
-			case <-time.After(quietFor):
+			case <-time.After(storetest.QuietFor):
 			}
 		})
 	}

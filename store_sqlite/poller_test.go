@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 // polling reports whether s's poller runs.
@@ -40,7 +41,7 @@ func TestPollerStopsWithTheLastWatch(t *testing.T) {
 	for _, stop := range stops[:2] {
 		stop()
 	}
-	time.Sleep(quietFor)
+	time.Sleep(storetest.QuietFor)
 	require.True(t, polling(s), "one watch is left")
 	require.Greater(t, runtime.NumGoroutine(), goroutines, "one watch is left")
 
@@ -52,20 +53,20 @@ func TestPollerStopsWithTheLastWatch(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, polling(s))
 	require.NoError(t, other.Complete(t.Context(), "c", owner, &store.Response{Status: 201}, time.Hour))
-	require.True(t, closedWithin(changed, wakeWithin), "woken by the other handle's Complete")
+	require.True(t, storetest.ClosedWithin(changed, storetest.WakeWithin), "woken by the other handle's Complete")
 	stop()
 	requireStopped(t, s, goroutines)
 }
 
 // requireStopped requires s's poller to stop, and the process to be back
-// to goroutines goroutines, within wakeWithin. It counts them in the
+// to goroutines goroutines, within storetest.WakeWithin. It counts them in the
 // test's goroutine: require.Eventually would count its own.
 func requireStopped(t *testing.T, s *Store, goroutines int) {
 	t.Helper()
-	for deadline := time.Now().Add(wakeWithin); polling(s) || runtime.NumGoroutine() > goroutines; {
+	for deadline := time.Now().Add(storetest.WakeWithin); polling(s) || runtime.NumGoroutine() > goroutines; {
 		if time.Now().After(deadline) {
 			t.Fatalf("the poller still runs, or %d goroutines are left of %d, %v after the last watch stopped",
-				runtime.NumGoroutine(), goroutines, wakeWithin)
+				runtime.NumGoroutine(), goroutines, storetest.WakeWithin)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -96,7 +97,7 @@ func TestPollerStorm(t *testing.T) {
 					}
 					defer stop()
 					if w%2 == 0 {
-						assert.True(t, closedWithin(changed, wakeWithin), "watch %d of %s woken", w, key)
+						assert.True(t, storetest.ClosedWithin(changed, storetest.WakeWithin), "watch %d of %s woken", w, key)
 					}
 				})
 			}

@@ -14,15 +14,6 @@ import (
 	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
-const (
-	// wakeWithin is how long a wake-up may take: far more than it takes,
-	// so that only one that never comes reaches it.
-	wakeWithin = 5 * time.Second
-	// quietFor is how long a test watches for a wake-up that must not
-	// come.
-	quietFor = 300 * time.Millisecond
-)
-
 // TestWatchConformance runs storetest.RunWatch, each subtest on a file of
 // its own, with the completions made by each kind of writer:
 //
@@ -90,16 +81,6 @@ func mustWatch(t *testing.T, s store.Watcher, key string) <-chan struct{} {
 	return changed
 }
 
-// closedWithin reports whether changed is closed within d.
-func closedWithin(changed <-chan struct{}, d time.Duration) bool {
-	select {
-	case <-changed:
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
-
 // TestWatchOfAKeyNotInFlight: the watch of a key that is missing, done,
 // released, or in flight under a lease that has ended is closed by the
 // poller's first look, with no commit after the watch; one of a key in
@@ -128,10 +109,10 @@ func TestWatchOfAKeyNotInFlight(t *testing.T) {
 		t.Run(c.key, func(t *testing.T) {
 			changed := mustWatch(t, s, c.key)
 			if c.inFlight {
-				require.False(t, closedWithin(changed, quietFor), "woken while in flight")
+				require.False(t, storetest.ClosedWithin(changed, storetest.QuietFor), "woken while in flight")
 				return
 			}
-			require.True(t, closedWithin(changed, wakeWithin), "woken by the first look")
+			require.True(t, storetest.ClosedWithin(changed, storetest.WakeWithin), "woken by the first look")
 		})
 	}
 }
@@ -214,7 +195,7 @@ func TestWatchRacingCompletion(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for i, changed := range watches {
-		require.True(t, closedWithin(changed, wakeWithin), "woken by the completion of k%d", i)
+		require.True(t, storetest.ClosedWithin(changed, storetest.WakeWithin), "woken by the completion of k%d", i)
 	}
 }
 

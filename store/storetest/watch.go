@@ -12,16 +12,28 @@ import (
 )
 
 const (
-	// wakeWithin is how long a watcher may take to be woken after the
-	// change that wakes it: far more than a store takes, so only a
-	// wake-up that never comes reaches it.
-	wakeWithin = 5 * time.Second
-	// quietFor is how long the suite watches for a wake-up that must not
-	// come.
-	quietFor = 300 * time.Millisecond
+	// WakeWithin is how long the suite lets a watcher take to be woken
+	// after the change that wakes it: far more than a store takes, so only
+	// a wake-up that never comes reaches it. A backend's own watch tests
+	// may wait as long, with ClosedWithin.
+	WakeWithin = 5 * time.Second
+	// QuietFor is how long the suite watches for a wake-up that must not
+	// come; a backend's own watch tests may watch as long.
+	QuietFor = 300 * time.Millisecond
 	// watchersPerKey is how many callers watch one key at once.
 	watchersPerKey = 8
 )
+
+// ClosedWithin reports whether changed, a watch's channel, is closed
+// within d.
+func ClosedWithin(changed <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-changed:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
 
 // RunWatch runs the conformance suite of store.Watcher's Watch against the
 // stores newStore returns, under the same rules as Run's newStore. To
@@ -50,23 +62,19 @@ func watch(t *testing.T, s store.Watcher, key string) <-chan struct{} {
 	return changed
 }
 
-// requireWoken requires changed to be closed within wakeWithin.
+// requireWoken requires changed to be closed within WakeWithin.
 func requireWoken(t *testing.T, changed <-chan struct{}, why string) {
 	t.Helper()
-	select {
-	case <-changed:
-	case <-time.After(wakeWithin):
-		t.Fatalf("no wake-up within %v of %s", wakeWithin, why)
+	if !ClosedWithin(changed, WakeWithin) {
+		t.Fatalf("no wake-up within %v of %s", WakeWithin, why)
 	}
 }
 
-// requireQuiet requires changed to stay open for quietFor.
+// requireQuiet requires changed to stay open for QuietFor.
 func requireQuiet(t *testing.T, changed <-chan struct{}, why string) {
 	t.Helper()
-	select {
-	case <-changed:
+	if ClosedWithin(changed, QuietFor) {
 		t.Fatalf("woken while %s", why)
-	case <-time.After(quietFor):
 	}
 }
 
