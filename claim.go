@@ -40,7 +40,7 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 	claimedAt := time.Now()
 	rec, claimed, err := m.store.Claim(r.Context(), c.key, c.fingerprint, token, m.lease)
 	if claimed && err == nil {
-		m.run(w, r, c, rec.Owner, claimedAt) // reports the claim (see claimReported)
+		m.run(w, r, c, rec.Owner, claimedAt) // reports the claim (see serve)
 		return true
 	}
 	m.storeCalled(r.Context(), StoreClaim, claimedAt, err)
@@ -50,14 +50,6 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 	}
 	m.cache.put(c.key, rec, claimedAt.Sub(epoch), rec.TTL)
 	return m.answerFromRecord(w, r, c, rec)
-}
-
-// claimReported tells the observer of the claim that r's call c won, sent
-// at claimedAt. run and runInTx call it once they will release the key if
-// anything panics, the observer included.
-func (m *middleware) claimReported(r *http.Request, c *call, claimedAt time.Time) {
-	m.storeCalled(r.Context(), StoreClaim, claimedAt, nil)
-	m.waitEnded(r, c, WaitClaimed)
 }
 
 // tryClaimInTx is tryClaim for a store that claims inside a transaction the

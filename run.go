@@ -40,7 +40,6 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 	c.holder = requestLease{m: m, r: r}
 	m.leases.keep(lease, &c.holder, m.store, c.key, owner, claimedAt)
 	decided := false
-	var started time.Time
 	defer func() {
 		if decided {
 			return
@@ -48,14 +47,10 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 		// The handler, the record policy or the observer panicked: the
 		// deferred call runs while panicking.
 		m.leases.stop(lease)
-		c.handlerEnded(started)
 		m.release(r, c, owner)
 		m.decided(r, c, OutcomeReleased)
 	}()
-	m.claimReported(r, c, claimedAt)
-	started = m.handlerStart()
-	m.next.ServeHTTP(rec, r)
-	c.handlerEnded(started)
+	m.serve(rec, r, c, claimedAt)
 	ended := r.Context().Err() != nil
 	release := m.releases(r, c, rec.Status(), ended, rec.Hijacked())
 	decided = true
@@ -100,18 +95,13 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx store.Tx, claimedAt time.Time) {
 	held := httpx.NewHeld(w)
 	decided := false
-	var started time.Time
 	defer func() {
 		if !decided { // the handler, the record policy or the observer panicked
-			c.handlerEnded(started)
 			m.rollback(r, c, tx)
 			m.decided(r, c, OutcomeReleased)
 		}
 	}()
-	m.claimReported(r, c, claimedAt)
-	started = m.handlerStart()
-	m.next.ServeHTTP(held, r)
-	c.handlerEnded(started)
+	m.serve(held, r, c, claimedAt)
 	status := held.Status()
 	if !held.Wrote() {
 		status = 0 // as run sees it: 200 only if the request was not cut short
