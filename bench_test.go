@@ -7,29 +7,13 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/internal/servetest"
 	"github.com/seed43327c4c/idempotency/store"
 )
-
-// benchBody is a 1 KiB JSON payment request.
-var benchBody = func() []byte {
-	b := []byte(`{"amount":100,"currency":"EUR","note":"`)
-	b = append(b, bytes.Repeat([]byte("x"), 1024-len(b)-2)...)
-	return append(b, `"}`...)
-}()
-
-// echoJSON is the benchmarked handler: it reads the body and answers 201
-// with it, as a small JSON API does.
-var echoJSON = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	_, _ = w.Write(body)
-})
 
 // BenchmarkMiddleware measures the middleware's cost on the in-memory
 // store: bare is the handler alone, first a new key each iteration, replay
@@ -41,16 +25,16 @@ var echoJSON = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 // the store keeps every record of the run.
 func BenchmarkMiddleware(b *testing.B) {
 	b.Run("bare", func(b *testing.B) {
-		serveKeys(b, echoJSON, newKey)
+		servetest.ServeKeys(b, servetest.EchoJSON, servetest.NewKey)
 	})
 	b.Run("first", func(b *testing.B) {
-		serveKeys(b, steadyFirst(), newKey)
+		servetest.ServeKeys(b, servetest.Steady(servetest.EchoJSON), servetest.NewKey)
 	})
 	b.Run("replay", func(b *testing.B) {
 		const replayed = 1000
-		mw := idempotency.New()(echoJSON)
-		mw.ServeHTTP(httptest.NewRecorder(), newBenchRequest(replayed))
-		serveKeys(b, mw, func(int) int { return replayed })
+		mw := idempotency.New()(servetest.EchoJSON)
+		mw.ServeHTTP(httptest.NewRecorder(), servetest.Request(replayed))
+		servetest.ServeKeys(b, mw, func(int) int { return replayed })
 	})
 }
 
@@ -65,19 +49,19 @@ func BenchmarkFirstParts(b *testing.B) {
 	sameFingerprint := idempotency.WithFingerprint(func(*http.Request, []byte) string { return "same" })
 	b.Run("growing", func(b *testing.B) {
 		roomForAll := store.NewMemory(store.WithMaxRecords(b.N+1), store.WithMaxBytes(math.MaxInt))
-		serveKeys(b, idempotency.New(idempotency.WithStore(roomForAll))(echoJSON), newKey)
+		servetest.ServeKeys(b, idempotency.New(idempotency.WithStore(roomForAll))(servetest.EchoJSON), servetest.NewKey)
 	})
 	b.Run("discard", func(b *testing.B) {
-		serveKeys(b, idempotency.New(idempotency.WithStore(discard{}))(echoJSON), newKey)
+		servetest.ServeKeys(b, idempotency.New(idempotency.WithStore(discard{}))(servetest.EchoJSON), servetest.NewKey)
 	})
 	b.Run("discard-unhashed", func(b *testing.B) {
-		serveKeys(b, idempotency.New(idempotency.WithStore(discard{}), sameFingerprint)(echoJSON), newKey)
+		servetest.ServeKeys(b, idempotency.New(idempotency.WithStore(discard{}), sameFingerprint)(servetest.EchoJSON), servetest.NewKey)
 	})
 	b.Run("memory-unhashed", func(b *testing.B) {
-		serveKeys(b, steadyFirst(sameFingerprint), newKey)
+		servetest.ServeKeys(b, servetest.Steady(servetest.EchoJSON, sameFingerprint), servetest.NewKey)
 	})
 	b.Run("floor", func(b *testing.B) {
-		serveKeys(b, keepBodies(echoJSON), newKey)
+		servetest.ServeKeys(b, keepBodies(servetest.EchoJSON), servetest.NewKey)
 	})
 }
 
@@ -122,55 +106,6 @@ type bodyCopier struct {
 func (c *bodyCopier) Write(p []byte) (int, error) {
 	c.body = append(c.body, p...)
 	return c.ResponseWriter.Write(p)
-}
-
-// steadyRetention is how long the store of a steady first run keeps a
-// record: short, so that old records expire while the run goes on.
-const steadyRetention = 200 * time.Millisecond
-
-// steadyFirst returns the middleware around echoJSON on a memory store
-// that has reached its steady size: it has served new keys (numbered below
-// zero, apart from the run's) for several retentions, so records now expire
-// as fast as new ones arrive. Its caps leave room for every record a
-// retention holds at up to five million requests a second.
-func steadyFirst(opts ...idempotency.Option) http.Handler {
-	mem := store.NewMemory(store.WithMaxRecords(1<<20), store.WithMaxBytes(1<<30))
-	opts = append(opts, idempotency.WithStore(mem), idempotency.WithRetention(steadyRetention))
-	h := idempotency.New(opts...)(echoJSON)
-	w := httptest.NewRecorder()
-	for n, start := -1, time.Now(); time.Since(start) < 4*steadyRetention; n-- {
-		w.Body.Reset()
-		h.ServeHTTP(w, newBenchRequest(n))
-	}
-	return h
-}
-
-// newBenchRequest returns a POST of benchBody with key number n. Every
-// benchmarked request, bare ones included, carries the same headers and
-// builds its key string the same way (one allocation), so the differences
-// between sub-benchmarks are the middleware's alone.
-func newBenchRequest(n int) *http.Request {
-	r := httptest.NewRequest(http.MethodPost, "/payments", bytes.NewReader(benchBody))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Idempotency-Key", "key-"+strconv.Itoa(n))
-	return r
-}
-
-// newKey numbers the keys of a run 0, 1, 2, ...: a new key each iteration.
-func newKey(i int) int { return i }
-
-// serveKeys serves b.N requests through h, the i-th with key number
-// keyNumber(i). Keys are built as they are used, not kept in a slice of
-// b.N, which the garbage collector would scan at every cycle.
-func serveKeys(b *testing.B, h http.Handler, keyNumber func(i int) int) {
-	b.ReportAllocs()
-	w := httptest.NewRecorder()
-	b.ResetTimer()
-	for i := range b.N {
-		w.Body.Reset()
-		clear(w.Header()) // net/http gives each response an empty header
-		h.ServeHTTP(w, newBenchRequest(keyNumber(i)))
-	}
 }
 
 // discard is a store that claims every key and keeps nothing, to measure

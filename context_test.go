@@ -51,10 +51,7 @@ var urlSafe256 = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
 // key and the claim's fence, in a transaction too; every other handler
 // sees nothing.
 func TestFromContext(t *testing.T) {
-	for name, st := range map[string]store.Store{
-		"plain":         store.NewMemory(),
-		"transactional": &txMemory{Memory: store.NewMemory()},
-	} {
+	for name, st := range bothModes() {
 		t.Run("claimed, "+name, func(t *testing.T) {
 			spy := &keySpy{}
 			mw := idempotency.New(idempotency.WithStore(st))(spy)

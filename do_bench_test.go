@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/internal/servetest"
 	"github.com/seed43327c4c/idempotency/store"
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
@@ -22,7 +23,7 @@ func sendReceipt(context.Context) ([]byte, error) { return []byte("sent"), nil }
 // BenchmarkDo measures Do on the memory store against calling fn directly:
 // first a new key each iteration, stored a key whose result is stored.
 // Each reports its cost over fn's (ns-over-fn/op) beside its target. The
-// first calls' results are kept for steadyRetention, and the store has
+// first calls' results are kept for servetest.SteadyRetention, and the store has
 // reached its steady size before the clock starts, so that it neither
 // fills up nor grows while measured; a call that fails fails the
 // benchmark.
@@ -39,14 +40,14 @@ func BenchmarkDo(b *testing.B) {
 	b.Run("first", func(b *testing.B) {
 		s := store.NewMemory(store.WithMaxRecords(1 << 22))
 		ctx := context.Background()
-		// Reach the steady size first, as steadyFirst does for the
+		// Reach the steady size first, as servetest.Steady does for the
 		// middleware: new keys for four retentions, so that records
 		// expire as fast as they arrive and the store no longer grows.
-		for n, start := 0, time.Now(); time.Since(start) < 4*steadyRetention; n++ {
-			run(b, ctx, s, "warm-"+strconv.Itoa(n), idempotency.DoRetention(steadyRetention))
+		for n, start := 0, time.Now(); time.Since(start) < 4*servetest.SteadyRetention; n++ {
+			run(b, ctx, s, "warm-"+strconv.Itoa(n), idempotency.DoRetention(servetest.SteadyRetention))
 		}
 		overFn(b, 1500, func(i int) {
-			run(b, ctx, s, keys[i%len(keys)]+strconv.Itoa(i/len(keys)), idempotency.DoRetention(steadyRetention))
+			run(b, ctx, s, keys[i%len(keys)]+strconv.Itoa(i/len(keys)), idempotency.DoRetention(servetest.SteadyRetention))
 		})
 	})
 	b.Run("stored", func(b *testing.B) {

@@ -35,10 +35,7 @@ func (j *countingJob) fn(context.Context) ([]byte, error) {
 // TestDoRunsOnceAndReturnsTheStoredResult: on every store, plain and
 // transactional, the first call runs fn and later ones get its result.
 func TestDoRunsOnceAndReturnsTheStoredResult(t *testing.T) {
-	for name, s := range map[string]store.Store{
-		"plain":         store.NewMemory(),
-		"transactional": &txMemory{Memory: store.NewMemory()},
-	} {
+	for name, s := range bothModes() {
 		t.Run(name, func(t *testing.T) {
 			job := &countingJob{result: "sent"}
 			for range 3 {
@@ -94,10 +91,7 @@ func TestDoRacingCallersRunFnOnce(t *testing.T) {
 // key, so the next delivery runs fn again; the error and the panic reach
 // the caller.
 func TestDoErrorReleasesTheKey(t *testing.T) {
-	for name, s := range map[string]store.Store{
-		"plain":         store.NewMemory(),
-		"transactional": &txMemory{Memory: store.NewMemory()},
-	} {
+	for name, s := range bothModes() {
 		t.Run(name, func(t *testing.T) {
 			failed := errors.New("smtp: connection refused")
 			_, err := idempotency.Do(t.Context(), s, "error", func(context.Context) ([]byte, error) { return nil, failed })
@@ -128,10 +122,7 @@ func TestDoErrorReleasesTheKey(t *testing.T) {
 // TestDoFinalErrorIsStored: an error marked Final is kept; later callers
 // get its message back as a final error, without running fn.
 func TestDoFinalErrorIsStored(t *testing.T) {
-	for name, s := range map[string]store.Store{
-		"plain":         store.NewMemory(),
-		"transactional": &txMemory{Memory: store.NewMemory()},
-	} {
+	for name, s := range bothModes() {
 		t.Run(name, func(t *testing.T) {
 			invalid := errors.New("address does not exist")
 			job := &countingJob{err: idempotency.Final(invalid)}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/internal/servetest"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -48,24 +48,9 @@ func (h *paymentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// serve sends one request through h and returns the response.
-func serve(h http.Handler, method, target, key, body string, edit ...func(*http.Request)) *http.Response {
-	r := httptest.NewRequest(method, target, strings.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		r.Header.Set("Idempotency-Key", key)
-	}
-	for _, e := range edit {
-		e(r)
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w.Result()
-}
-
-func post(h http.Handler, key, body string, edit ...func(*http.Request)) *http.Response {
-	return serve(h, http.MethodPost, "/payments", key, body, edit...)
-}
+// serve and post send one request through a handler and return its
+// response (servetest.Serve, servetest.Post).
+var serve, post = servetest.Serve, servetest.Post
 
 func postTo(t *testing.T, url, key, body string) *http.Response {
 	t.Helper()
@@ -221,6 +206,12 @@ func startFirst(t *testing.T, mw http.Handler, h *paymentHandler, key, body stri
 // txMemory is a store.TxStore over the memory store for testing the
 // middleware's transactional path: a transaction stages ledger entries
 // that become visible only on Commit. The Postgres store's own tests run
+// bothModes returns, by name, a memory store and a transactional one over
+// another, for a test that runs in both modes.
+func bothModes() map[string]store.Store {
+	return map[string]store.Store{"plain": store.NewMemory(), "transactional": &txMemory{Memory: store.NewMemory()}}
+}
+
 // the same path against a real database.
 type txMemory struct {
 	*store.Memory

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/internal/servetest"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -398,9 +399,9 @@ func TestObserverAllocations(t *testing.T) {
 		n := 0
 		first = meanAllocs(runs, func() {
 			n++
-			mw.ServeHTTP(httptest.NewRecorder(), newBenchRequest(n))
+			mw.ServeHTTP(httptest.NewRecorder(), servetest.Request(n))
 		})
-		replay = meanAllocs(runs, func() { mw.ServeHTTP(httptest.NewRecorder(), newBenchRequest(1)) })
+		replay = meanAllocs(runs, func() { mw.ServeHTTP(httptest.NewRecorder(), servetest.Request(1)) })
 		return first, replay
 	}
 	nop := idempotency.WithObserver(idempotency.Observer{
@@ -461,10 +462,7 @@ func (failingBody) Close() error             { return nil }
 // handler is: the panic goes on, and the key is released (in a store's
 // transaction, rolled back), so a retry runs.
 func TestObserverPanicAfterTheClaimReleasesTheKey(t *testing.T) {
-	for name, s := range map[string]store.Store{
-		"plain":         store.NewMemory(),
-		"transactional": &txMemory{Memory: store.NewMemory()},
-	} {
+	for name, s := range bothModes() {
 		t.Run(name, func(t *testing.T) {
 			var panicking atomic.Bool
 			panicking.Store(true)

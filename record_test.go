@@ -110,10 +110,7 @@ func TestRecordPolicy(t *testing.T) {
 	})
 
 	t.Run("that panics releases the key", func(t *testing.T) {
-		for name, st := range map[string]store.Store{
-			"plain":         store.NewMemory(),
-			"transactional": &txMemory{Memory: store.NewMemory()},
-		} {
+		for name, st := range bothModes() {
 			t.Run(name, func(t *testing.T) {
 				var panics atomic.Bool
 				panics.Store(true)

@@ -292,8 +292,7 @@ func TestResponseWithTrailersIsNotReplayable(t *testing.T) {
 // the handler returns does so again on the replay; the response stays
 // replayable, in the transactional mode too.
 func TestTrailersSetOutsideKeepTheResponseReplayable(t *testing.T) {
-	stores := map[string]store.Store{"plain": store.NewMemory(), "transactional": &txMemory{Memory: store.NewMemory()}}
-	for name, s := range stores {
+	for name, s := range bothModes() {
 		t.Run(name, func(t *testing.T) {
 			runs := 0
 			inner := idempotency.New(idempotency.WithStore(s))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

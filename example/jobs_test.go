@@ -238,9 +238,9 @@ func (w *jobWorkers) wait() (runs int, results map[string][]string) {
 	return runs, results
 }
 
-// requireOneResultPerJob checks that every job got results, all of them
-// the same.
-func requireOneResultPerJob(t *testing.T, prefix string, jobs int, results map[string][]string) {
+// requireEachJobOnce checks that every job got results, all of them
+// the same, and that the ledger holds one row per job, and returns it.
+func requireEachJobOnce(t *testing.T, prefix string, jobs int, results map[string][]string, rows func(prefix string) []string) []string {
 	t.Helper()
 	require.Len(t, results, jobs)
 	for job, got := range results {
@@ -249,6 +249,10 @@ func requireOneResultPerJob(t *testing.T, prefix string, jobs int, results map[s
 			require.Equal(t, got[0], r, "job %s: every delivery gets the stored result", job)
 		}
 	}
+	ledger := rows(prefix)
+	assert.Len(t, ledger, jobs, "one row per job")
+	assert.Len(t, distinct(ledger), jobs, "every job has its row")
+	return ledger
 }
 
 // TestJobsRunOnceAcrossWorkers: four workers each receive the same 100
@@ -265,10 +269,7 @@ func TestJobsRunOnceAcrossWorkers(t *testing.T) {
 				w.start()
 			}
 			runs, results := w.wait()
-			requireOneResultPerJob(t, prefix, jobs, results)
-			ledger := rows(prefix)
-			assert.Len(t, ledger, jobs, "one row per job")
-			assert.Len(t, distinct(ledger), jobs, "every job has its row")
+			requireEachJobOnce(t, prefix, jobs, results, rows)
 			assert.Equal(t, jobs, runs, "each job's work ran once")
 		})
 	}
@@ -295,10 +296,7 @@ func TestJobsInTransactionsSurviveKilledWorkers(t *testing.T) {
 		}
 	}
 	runs, results := w.wait()
-	requireOneResultPerJob(t, prefix, jobs, results)
-	ledger := rows(prefix)
-	assert.Len(t, ledger, jobs, "one row per job")
-	assert.Len(t, distinct(ledger), jobs, "every job has its row")
+	ledger := requireEachJobOnce(t, prefix, jobs, results, rows)
 	t.Logf("%d workers killed; %d runs of the jobs' work for %d rows", killed, runs, len(ledger))
 	assert.Equal(t, kills, killed)
 	assert.Greater(t, runs, jobs, "some run was cut off by a kill and ran again")

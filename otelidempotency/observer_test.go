@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/internal/servetest"
 	"github.com/seed43327c4c/idempotency/otelidempotency"
 	"github.com/seed43327c4c/idempotency/store"
 )
@@ -58,18 +58,16 @@ func counts(t *testing.T, reader *sdkmetric.ManualReader, name string, key attri
 	return n
 }
 
-// post sends a POST /payments with key (none if "") and body through h.
-func post(h http.Handler, key, body string, edit ...func(*http.Request)) *http.Response {
-	r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(body))
-	if key != "" {
-		r.Header.Set("Idempotency-Key", key)
-	}
-	for _, e := range edit {
-		e(r)
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w.Result()
+// post sends a POST /payments with key (none if "") and body through h
+// (servetest.Post).
+var post = servetest.Post
+
+// slowCreated answers 201 after sleeping for d.
+func slowCreated(d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(d)
+		w.WriteHeader(http.StatusCreated)
+	})
 }
 
 func answer(status int, body string) http.Handler {
@@ -156,10 +154,7 @@ func TestRequests(t *testing.T) {
 func TestDurations(t *testing.T) {
 	mp, reader := meter(t)
 	observe := idempotency.WithObserver(otelidempotency.New(otelidempotency.WithMeterProvider(mp)))
-	slow := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		time.Sleep(10 * time.Millisecond)
-		w.WriteHeader(http.StatusCreated)
-	})
+	slow := slowCreated(10 * time.Millisecond)
 	post(idempotency.New(observe)(slow), "k", "a")
 	post(idempotency.New(observe, idempotency.WithStore(down), idempotency.WithErrorHandler(func(*http.Request, error) {}))(slow), "k", "a")
 
@@ -186,10 +181,7 @@ func TestDurations(t *testing.T) {
 func TestLeaseRenewals(t *testing.T) {
 	mp, reader := meter(t)
 	observe := idempotency.WithObserver(otelidempotency.New(otelidempotency.WithMeterProvider(mp)))
-	slow := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		time.Sleep(60 * time.Millisecond)
-		w.WriteHeader(http.StatusCreated)
-	})
+	slow := slowCreated(60 * time.Millisecond)
 	post(idempotency.New(observe, idempotency.WithLease(30*time.Millisecond))(slow), "k", "a")
 	renewed := counts(t, reader, "idempotency.lease.renewals", "idempotency.lease.result")
 	require.Positive(t, renewed["renewed"])

@@ -1,0 +1,82 @@
+package servetest
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// BenchBody is a 1 KiB JSON payment request, the body of every Request.
+var BenchBody = func() []byte {
+	b := []byte(`{"amount":100,"currency":"EUR","note":"`)
+	b = append(b, bytes.Repeat([]byte("x"), 1024-len(b)-2)...)
+	return append(b, `"}`...)
+}()
+
+// EchoJSON reads the body and answers 201 with it, as a small JSON API
+// does.
+var EchoJSON = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(body)
+})
+
+// Request returns a POST of BenchBody with key number n. Every request it
+// builds carries the same headers and builds its key string the same way
+// (one allocation), so that benchmarks of bare and wrapped handlers differ
+// by the wrapping alone.
+func Request(n int) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/payments", bytes.NewReader(BenchBody))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "key-"+strconv.Itoa(n))
+	return r
+}
+
+// NewKey numbers the keys of a run 0, 1, 2, ...: a new key each iteration.
+func NewKey(i int) int { return i }
+
+// ServeKeys serves b.N requests through h, the i-th with key number
+// keyNumber(i), each to an emptied recorder as net/http gives each
+// response an empty header. Keys are built as they are used, not kept in
+// a slice of b.N, which the garbage collector would scan at every cycle.
+func ServeKeys(b *testing.B, h http.Handler, keyNumber func(i int) int) {
+	b.ReportAllocs()
+	w := httptest.NewRecorder()
+	b.ResetTimer()
+	for i := range b.N {
+		w.Body.Reset()
+		clear(w.Header())
+		h.ServeHTTP(w, Request(keyNumber(i)))
+	}
+}
+
+// SteadyRetention is the retention of Steady's store: short, so that old
+// records expire while a run goes on.
+const SteadyRetention = 200 * time.Millisecond
+
+// Steady returns the middleware with opts around h on a memory store that
+// has reached its steady size, as in a service up longer than its
+// retention: it has served new keys (numbered below -1, apart from a run's)
+// for four retentions, so records now expire as fast as new ones arrive.
+// Its caps leave room for every record a retention holds at up to five
+// million requests a second.
+func Steady(h http.Handler, opts ...idempotency.Option) http.Handler {
+	mem := store.NewMemory(store.WithMaxRecords(1<<20), store.WithMaxBytes(1<<30))
+	opts = append(opts, idempotency.WithStore(mem), idempotency.WithRetention(SteadyRetention))
+	mw := idempotency.New(opts...)(h)
+	w := httptest.NewRecorder()
+	for n, start := -2, time.Now(); time.Since(start) < 4*SteadyRetention; n-- {
+		w.Body.Reset()
+		clear(w.Header())
+		mw.ServeHTTP(w, Request(n))
+	}
+	return mw
+}
