@@ -460,20 +460,25 @@ func (failingBody) Close() error             { return nil }
 // TestObserverPanicAfterTheClaimReleasesTheKey: an observer that panics
 // when told of a won claim is the application's bug, as a panicking
 // handler is: the panic goes on, and the key is released (in a store's
-// transaction, rolled back), so a retry runs.
+// transaction, rolled back), so a retry runs. The released request's
+// event says the handler did not run.
 func TestObserverPanicAfterTheClaimReleasesTheKey(t *testing.T) {
 	for name, s := range bothModes() {
 		t.Run(name, func(t *testing.T) {
 			var panicking atomic.Bool
 			panicking.Store(true)
+			var events []idempotency.RequestEvent
 			observer := idempotency.Observer{StoreCall: func(_ context.Context, e idempotency.StoreEvent) {
 				if e.Op == idempotency.StoreClaim && e.Err == nil && panicking.Load() {
 					panic("observer bug")
 				}
-			}}
+			}, Request: func(_ context.Context, e idempotency.RequestEvent) { events = append(events, e) }}
 			h := &paymentHandler{}
 			mw := idempotency.New(idempotency.WithStore(s), idempotency.WithObserver(observer))(h)
 			require.PanicsWithValue(t, "observer bug", func() { post(mw, "k", "{}") })
+			require.Len(t, events, 1)
+			require.Equal(t, idempotency.OutcomeReleased, events[0].Outcome)
+			require.False(t, events[0].HandlerRan, "the observer panicked before the handler started")
 			panicking.Store(false)
 			resp := post(mw, "k", "{}")
 			require.Equal(t, http.StatusCreated, resp.StatusCode)
