@@ -369,8 +369,9 @@ func WithFailOpen() Option {
 	return func(c *config) { c.failOpen = true }
 }
 
-// WithErrorHandler sets the function told of every store error and
-// every problem the client cannot see. It must not write to the response.
+// WithErrorHandler sets the function told of every store error (but a
+// failed store.Watcher Watch, after which the wait polls) and every
+// problem the client cannot see. It must not write to the response.
 // It is called with the request (for an error of a store call made once
 // the key was claimed, the copy the handler got), which it must only read:
 // a failed lease renewal is reported from a goroutine of its own, while

@@ -19,6 +19,8 @@ type Watcher interface {
 	//
 	// The caller calls stop exactly once, when it no longer waits, whether
 	// or not the channel was closed; stop frees what the watch holds. An
-	// error means nothing is watched (stop is nil): the caller polls.
+	// error means nothing is watched (stop is nil): the caller polls, and
+	// does not report the error, since a store may fail every Watch in a
+	// configuration that cannot watch (a Redis Ring, say).
 	Watch(ctx context.Context, key string) (changed <-chan struct{}, stop func(), err error)
 }
