@@ -286,13 +286,15 @@ func watchStores() map[string]func() *watchStore {
 // running once; when the watch never fires or fails, the fallback polls
 // answer them all the same, after the first (the first request completes
 // once each duplicate has watched twice: its first fallback poll is past).
+// A failed watch is not reported to the error handler: the wait polls.
 func TestWaitWithAWatcher(t *testing.T) {
 	for name, newStore := range watchStores() {
 		t.Run(name, func(t *testing.T) {
 			const duplicates = 20
 			s := newStore()
 			h := &paymentHandler{gate: make(chan struct{})}
-			mw := idempotency.New(idempotency.WithStore(s), idempotency.WithWait(10*time.Second))(h)
+			errs := &errorLog{}
+			mw := idempotency.New(idempotency.WithStore(s), idempotency.WithWait(10*time.Second), errs.option())(h)
 			done := startFirst(t, mw, h, "k", `{"n":1}`)
 			responses := make(chan *http.Response, duplicates)
 			for range duplicates {
@@ -312,6 +314,7 @@ func TestWaitWithAWatcher(t *testing.T) {
 			}
 			require.EqualValues(t, 1, h.runs.Load())
 			requireWatchedClaimedKey(t, s)
+			require.Empty(t, errs.all())
 		})
 	}
 }
