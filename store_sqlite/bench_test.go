@@ -6,11 +6,9 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/seed43327c4c/idempotency/internal/headercodec"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 const (
@@ -34,17 +33,9 @@ const (
 	benchEnv = "SQLITESTORE_TEST_BENCH"
 )
 
-// The values both benchmarks store with every pair: a payment API's
-// response, a SHA-256 fingerprint, one owner token.
-var (
-	benchResponse = &store.Response{
-		Status: http.StatusCreated,
-		Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/pay_123"}},
-		Body:   []byte(`{"id":"pay_123","amount":1000,"currency":"eur","status":"succeeded"}`),
-	}
-	benchFingerprint = strings.Repeat("9f86d081884c7d65", 4)
-	benchToken       = "TQ3ZJ5VXQKWX6NMM7BYTFHRA2E"
-)
+// benchResponse is the response both benchmarks store with every pair,
+// with storetest.BenchFingerprint and storetest.BenchToken.
+var benchResponse = storetest.BenchResponse()
 
 // BenchmarkClaimComplete measures what a first request costs the store: a
 // Claim of a new key and the Complete of its response, made by
@@ -143,7 +134,7 @@ func benchProcess(spec string) error {
 // storePair makes one pair through s.
 func storePair(s *Store) func(ctx context.Context, key string) error {
 	return func(ctx context.Context, key string) error {
-		rec, claimed, err := s.Claim(ctx, key, benchFingerprint, benchToken, 30*time.Second)
+		rec, claimed, err := s.Claim(ctx, key, storetest.BenchFingerprint, storetest.BenchToken, 30*time.Second)
 		if err != nil || !claimed {
 			return fmt.Errorf("claim %q: claimed %v, err %v", key, claimed, err)
 		}
@@ -161,12 +152,12 @@ func directPair(db *sql.DB) func(ctx context.Context, key string) error {
 		var fp, h, body []byte
 		var status sql.NullInt64
 		row := store.HashKey(key)
-		err := db.QueryRowContext(ctx, claimSQL, row, []byte(benchFingerprint), []byte(benchToken), int64(30000)).
+		err := db.QueryRowContext(ctx, claimSQL, row, []byte(storetest.BenchFingerprint), []byte(storetest.BenchToken), int64(30000)).
 			Scan(&claimed, &state, &fp, &fence, &status, &h, &body, &ttl)
 		if err != nil || !claimed {
 			return fmt.Errorf("claim %q: claimed %v, err %v", key, claimed, err)
 		}
-		_, err = db.ExecContext(ctx, completeSQL, row, []byte(benchToken), fence,
+		_, err = db.ExecContext(ctx, completeSQL, row, []byte(storetest.BenchToken), fence,
 			int(store.StateCompleted), benchResponse.Status, header, benchResponse.Body, int64(86400000))
 		return err
 	}
