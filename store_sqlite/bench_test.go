@@ -55,8 +55,6 @@ func BenchmarkDirect(b *testing.B) { runBenchProcesses(b, "direct") }
 func runBenchProcesses(b *testing.B, mode string) {
 	path := testFile(b)
 	newTestStoreOn(b, path)
-	exe, err := os.Executable()
-	require.NoError(b, err)
 	share := (b.N + benchProcesses - 1) / benchProcesses
 	type process struct {
 		cmd   *exec.Cmd
@@ -64,14 +62,7 @@ func runBenchProcesses(b *testing.B, mode string) {
 	}
 	var procs []process
 	for range benchProcesses {
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %s", benchEnv, mode, share, path))
-		cmd.Stderr = os.Stderr
-		start, err := cmd.StdinPipe()
-		require.NoError(b, err)
-		ready, err := cmd.StdoutPipe()
-		require.NoError(b, err)
-		require.NoError(b, cmd.Start())
+		cmd, start, ready := startChild(b, fmt.Sprintf("%s=%s %d %s", benchEnv, mode, share, path))
 		line, err := bufio.NewReader(ready).ReadString('\n')
 		require.NoError(b, err, "a benchmark process did not start")
 		require.Equal(b, "ready\n", line)
