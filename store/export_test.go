@@ -27,5 +27,5 @@ func MemoryArena(m *Memory) (held, live int) {
 func MemoryWatchedKeys(m *Memory) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.watches)
+	return m.watches.Len()
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/seed43327c4c/idempotency/internal/keywatch"
 )
 
 // defaultMaxRecords is how many records a Memory store holds unless
@@ -48,8 +50,8 @@ type Memory struct {
 	fence    int64         // the last fencing number given, to any key
 
 	// watches holds, by kept key, the watches of keys in flight (see
-	// Watch); nil until the first.
-	watches map[string]*keyWatch
+	// Watch).
+	watches keywatch.Set
 }
 
 var _ Watcher = (*Memory)(nil)

@@ -46,7 +46,7 @@ func TestMemoryUnwatchedKeysAllocateNothing(t *testing.T) {
 			ctx := t.Context()
 			if watched {
 				mustClaim(t, m, "watched", lease)
-				_ = watchMemory(t, m, "watched")
+				_ = storetest.MustWatch(t, m, "watched")
 			}
 			allocs := testing.AllocsPerRun(100, func() {
 				rec, _, _ := m.Claim(ctx, "k", "fp", "token", lease)

@@ -1,16 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
 
-// keyWatch is what the watches of one key in flight share: the channel
-// that Complete, Release or a sweep of the key closes, and how many
-// watches have not stopped. Watchers of a key share one channel, so a
-// wake-up closes one channel however many wait, and a watch costs one
-// allocation (its stop) once the key has a keyWatch.
-type keyWatch struct {
-	changed  chan struct{}
-	watchers int
-}
+	"github.com/seed43327c4c/idempotency/internal/keywatch"
+)
 
 // closedWatch is the channel Watch returns for a key not in flight.
 var closedWatch = func() chan struct{} {
@@ -32,27 +26,15 @@ func (m *Memory) Watch(_ context.Context, key string) (<-chan struct{}, func(), 
 	if i < 0 || m.records.slots[i].state != StateInFlight || m.records.slots[i].expires <= m.now() {
 		return closedWatch, func() {}, nil
 	}
-	w := m.watches[key]
-	if w == nil {
-		if m.watches == nil {
-			m.watches = make(map[string]*keyWatch)
-		}
-		w = &keyWatch{changed: make(chan struct{})}
-		m.watches[key] = w
-	}
-	w.watchers++
-	return w.changed, func() { m.unwatch(key, w) }, nil
+	w := m.watches.Add(key)
+	return w.Changed(), func() { m.unwatch(key, w) }, nil
 }
 
-// unwatch stops one of w's watches of key: the last one stopped before a
-// wake-up lets w go.
-func (m *Memory) unwatch(key string, w *keyWatch) {
+// unwatch stops one of w's watchers of key (see keywatch.Set.Stop).
+func (m *Memory) unwatch(key string, w *keywatch.Watch) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	w.watchers--
-	if w.watchers == 0 && m.watches[key] == w {
-		delete(m.watches, key)
-	}
+	m.watches.Stop(key, w)
 }
 
 // wake closes the channel of the watches of the key in slot i, if any, and
@@ -60,12 +42,8 @@ func (m *Memory) unwatch(key string, w *keyWatch) {
 // channel of its own. It is called under the store's lock, and while no
 // key is watched it returns before it reads the key.
 func (m *Memory) wake(i int32) {
-	if len(m.watches) == 0 {
+	if m.watches.Len() == 0 {
 		return
 	}
-	key := m.records.slots[i].key()
-	if w, ok := m.watches[key]; ok {
-		close(w.changed)
-		delete(m.watches, key)
-	}
+	m.watches.Wake(m.records.slots[i].key())
 }

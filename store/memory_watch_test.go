@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 // startWatch starts watching key on m and requires no error.
@@ -16,15 +17,6 @@ func startWatch(t *testing.T, m *store.Memory, key string) (changed <-chan struc
 	changed, stop, err := m.Watch(t.Context(), key)
 	require.NoError(t, err)
 	return changed, stop
-}
-
-// watchMemory starts watching key on m and stops the watch when the test
-// ends.
-func watchMemory(t *testing.T, m *store.Memory, key string) <-chan struct{} {
-	t.Helper()
-	changed, stop := startWatch(t, m, key)
-	t.Cleanup(stop)
-	return changed
 }
 
 // requireClosed requires changed to be closed now.
@@ -53,7 +45,7 @@ func TestMemoryWatchOfAKeyNotInFlight(t *testing.T) {
 
 	for _, key := range []string{"missing", "completed", "unreplayable", "lapsed"} {
 		t.Run(key, func(t *testing.T) {
-			requireClosed(t, watchMemory(t, m, key), "the key is not in flight")
+			requireClosed(t, storetest.MustWatch(t, m, key), "the key is not in flight")
 			require.Zero(t, store.MemoryWatchedKeys(m))
 		})
 	}
@@ -65,7 +57,7 @@ func TestMemoryWatchWokenBySweep(t *testing.T) {
 	t.Parallel()
 	m := store.NewMemory(store.WithMaxRecords(1))
 	mustClaim(t, m, "dead", short)
-	changed := watchMemory(t, m, "dead")
+	changed := storetest.MustWatch(t, m, "dead")
 	time.Sleep(pastShort)
 	mustClaim(t, m, "filler", lease) // sweeps "dead" to make room
 	requireClosed(t, changed, "the sweep removed the key")
@@ -109,7 +101,7 @@ func TestMemoryWatchStop(t *testing.T) {
 		_, late := startWatch(t, m, "k")
 		require.NoError(t, m.Release(ctx, "k", first))
 		second := mustClaim(t, m, "k", lease)
-		changed := watchMemory(t, m, "k")
+		changed := storetest.MustWatch(t, m, "k")
 		late()
 		require.Equal(t, 1, store.MemoryWatchedKeys(m), "the newer watch is kept")
 		require.NoError(t, m.Complete(ctx, "k", second, nil, retention))

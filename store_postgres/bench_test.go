@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"encoding/hex"
-	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -16,24 +15,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 // benchConns is how many connections, and goroutines or pgbench clients,
 // both benchmarks use.
 const benchConns = 16
 
-// The values both benchmarks store with every pair: a payment API's
-// response, a SHA-256 fingerprint, one owner token.
-var (
-	benchResponse = &store.Response{
-		Status: http.StatusCreated,
-		Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/pay_123"}},
-		Body:   []byte(`{"id":"pay_123","amount":1000,"currency":"eur","status":"succeeded"}`),
-	}
-	benchFingerprint = strings.Repeat("9f86d081884c7d65", 4)
-	benchToken       = "TQ3ZJ5VXQKWX6NMM7BYTFHRA2E"
-)
+// benchResponse is the response both benchmarks store with every pair,
+// with storetest.BenchFingerprint and storetest.BenchToken.
+var benchResponse = storetest.BenchResponse()
 
 // benchStore returns a store on a fresh table reached through a pool of its
 // own of benchConns connections, all opened before it returns. The table is
@@ -66,7 +57,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			key := prefix + strconv.FormatInt(seq.Add(1), 10)
-			rec, claimed, err := s.Claim(ctx, key, benchFingerprint, benchToken, 30*time.Second)
+			rec, claimed, err := s.Claim(ctx, key, storetest.BenchFingerprint, storetest.BenchToken, 30*time.Second)
 			if err != nil || !claimed {
 				b.Errorf("claim %q: claimed %v, err %v", key, claimed, err)
 				return
@@ -108,7 +99,7 @@ func BenchmarkPgbench(b *testing.B) {
 	b.ResetTimer()
 	out, err := exec.Command(pgbench, "-n", "-M", "prepared", "-c", strconv.Itoa(benchConns),
 		"-j", strconv.Itoa(runtime.GOMAXPROCS(0)), "-t", strconv.Itoa(perClient), "-f", script,
-		"-D", "fp="+benchFingerprint, "-D", "token="+benchToken,
+		"-D", "fp="+storetest.BenchFingerprint, "-D", "token="+storetest.BenchToken,
 		"-D", "header="+byteaArray(encodeHeader(benchResponse.Header)), "-D", "body="+bytea(benchResponse.Body),
 		testConfig(b).ConnString()).CombinedOutput()
 	b.StopTimer()

@@ -32,7 +32,7 @@ func listenerPID(s *Store) uint32 {
 func TestListenerReconnects(t *testing.T) {
 	s := newWatchedStore(t)
 	mustClaim(t, s, "before", "fp", "t", time.Minute)
-	before := mustWatch(t, s, "before")
+	before := storetest.MustWatch(t, s, "before")
 	pid := listenerPID(s)
 	require.NotZero(t, pid)
 	var terminated bool
@@ -63,7 +63,7 @@ func TestListenerReconnects(t *testing.T) {
 func TestCloseEndsWatches(t *testing.T) {
 	s := newTestStore(t)
 	mustClaim(t, s, "k", "fp", "t", time.Minute)
-	changed := mustWatch(t, s, "k")
+	changed := storetest.MustWatch(t, s, "k")
 	pid := listenerPID(s)
 	s.Close()
 	require.True(t, storetest.ClosedWithin(changed, storetest.WakeWithin), "woken by Close")
@@ -150,7 +150,7 @@ func TestListenerRunsThePoolsAfterConnect(t *testing.T) {
 	t.Cleanup(s.Close)
 
 	owner := mustClaim(t, s, "k", "fp", "t", time.Minute).Owner
-	changed := mustWatch(t, s, "k")
+	changed := storetest.MustWatch(t, s, "k")
 	require.False(t, storetest.ClosedWithin(changed, storetest.QuietFor), "woken while the key is in flight")
 	require.NoError(t, s.Complete(context.Background(), "k", owner, &store.Response{Status: 201}, time.Hour))
 	require.True(t, storetest.ClosedWithin(changed, storetest.WakeWithin), "woken by the completion")

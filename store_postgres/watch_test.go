@@ -43,15 +43,6 @@ func newWatchedStore(t *testing.T) *Store {
 	return s
 }
 
-// mustWatch watches key and stops the watch when the test ends.
-func mustWatch(t *testing.T, s *Store, key string) <-chan struct{} {
-	t.Helper()
-	changed, stop, err := s.Watch(t.Context(), key)
-	require.NoError(t, err, "watch %q", key)
-	t.Cleanup(stop)
-	return changed
-}
-
 // TestWatchTransactionalClaim: a key held by an open transaction is in
 // flight for its watcher, who is woken by the Commit and not by a
 // rollback, after which the key is free.
@@ -70,7 +61,7 @@ func TestWatchTransactionalClaim(t *testing.T) {
 			s := newTestTxStore(t)
 			t.Cleanup(s.Close)
 			_, tx := mustBeginClaim(t, s, "k", "fp", "1")
-			changed := mustWatch(t, s.Store, "k")
+			changed := storetest.MustWatch(t, s.Store, "k")
 			require.False(t, storetest.ClosedWithin(changed, storetest.QuietFor), "woken while the transaction is open")
 			require.NoError(t, c.end(tx))
 			if c.woken {
@@ -150,7 +141,7 @@ func TestNotifyOnlyWhenWatched(t *testing.T) {
 			}
 
 			end := c.hold(t, s, "watched")
-			changed := mustWatch(t, s.Store, "watched")
+			changed := storetest.MustWatch(t, s.Store, "watched")
 			require.NoError(t, end())
 			require.True(t, storetest.ClosedWithin(changed, storetest.WakeWithin), "woken by %s", c.name)
 			select {

@@ -1,4 +1,5 @@
--- complete: turn the caller's in-flight record into a done one; follows owner.lua.
+-- complete: turn the caller's in-flight record into a done one; follows
+-- owner.lua, and ended.lua follows it.
 -- KEYS[1] record hash
 -- KEYS[2] lease key of the two-key layout, deleted with ARGV[8]
 -- KEYS[3] the record's channel, published on when a watcher marked the record
@@ -10,10 +11,4 @@
 -- returns 1 when completed, false (nil) when the caller does not hold the key
 redis.call('HSET', KEYS[1], 'state', ARGV[4], 'status', ARGV[5], 'header', ARGV[6], 'body', ARGV[7], 'token', '')
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-if ARGV[8] == '1' then
-  redis.call('DEL', KEYS[2])
-end
-if rec[5] then
-  redis.call('SPUBLISH', KEYS[3], '')
-end
-return 1
+local twoKey = ARGV[8]

@@ -2,7 +2,8 @@
 -- (a nil reply) unless the record is in flight under the caller's token and
 -- fencing number, a token never being empty; rec then holds state, token,
 -- fence, abandoned and waited (set when a watcher marked the record:
--- complete.lua and release.lua then publish on its channel).
+-- ended.lua, which closes complete and release, then publishes on its
+-- channel).
 -- KEYS[1] record hash
 -- ARGV[1] token of the caller
 -- ARGV[2] fencing number of the caller

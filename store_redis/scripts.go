@@ -23,6 +23,8 @@ var (
 	completeLua string
 	//go:embed release.lua
 	releaseLua string
+	//go:embed ended.lua
+	endedLua string
 	//go:embed completed.lua
 	completedLua string
 	//go:embed watch.lua
@@ -34,14 +36,14 @@ var (
 	claimScript = redis.NewScript(claimLua)
 	// renewScript, completeScript and releaseScript open with the owner
 	// guard and reply 1 when done, nil when the caller does not hold the
-	// key.
+	// key; complete and release end with the same tail.
 	renewScript    = redis.NewScript(ownerLua + renewLua)
-	completeScript = redis.NewScript(ownerLua + completeLua)
-	releaseScript  = redis.NewScript(ownerLua + releaseLua)
+	completeScript = redis.NewScript(ownerLua + completeLua + endedLua)
+	releaseScript  = redis.NewScript(ownerLua + releaseLua + endedLua)
 	// completeAgainScript is completeScript as Complete sends it again
 	// (WithReplicaAcks): it also replies 1 when the record is already done
 	// under the caller's fencing number.
-	completeAgainScript = redis.NewScript(completedLua + ownerLua + completeLua)
+	completeAgainScript = redis.NewScript(completedLua + ownerLua + completeLua + endedLua)
 	// watchScript marks an in-flight record as waited for and replies 1,
 	// or replies 0 when the record is not in flight.
 	watchScript = redis.NewScript(watchLua)

@@ -6,11 +6,9 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/seed43327c4c/idempotency/internal/headercodec"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 const (
@@ -34,17 +33,9 @@ const (
 	benchEnv = "SQLITESTORE_TEST_BENCH"
 )
 
-// The values both benchmarks store with every pair: a payment API's
-// response, a SHA-256 fingerprint, one owner token.
-var (
-	benchResponse = &store.Response{
-		Status: http.StatusCreated,
-		Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/pay_123"}},
-		Body:   []byte(`{"id":"pay_123","amount":1000,"currency":"eur","status":"succeeded"}`),
-	}
-	benchFingerprint = strings.Repeat("9f86d081884c7d65", 4)
-	benchToken       = "TQ3ZJ5VXQKWX6NMM7BYTFHRA2E"
-)
+// benchResponse is the response both benchmarks store with every pair,
+// with storetest.BenchFingerprint and storetest.BenchToken.
+var benchResponse = storetest.BenchResponse()
 
 // BenchmarkClaimComplete measures what a first request costs the store: a
 // Claim of a new key and the Complete of its response, made by
@@ -64,8 +55,6 @@ func BenchmarkDirect(b *testing.B) { runBenchProcesses(b, "direct") }
 func runBenchProcesses(b *testing.B, mode string) {
 	path := testFile(b)
 	newTestStoreOn(b, path)
-	exe, err := os.Executable()
-	require.NoError(b, err)
 	share := (b.N + benchProcesses - 1) / benchProcesses
 	type process struct {
 		cmd   *exec.Cmd
@@ -73,14 +62,7 @@ func runBenchProcesses(b *testing.B, mode string) {
 	}
 	var procs []process
 	for range benchProcesses {
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %s", benchEnv, mode, share, path))
-		cmd.Stderr = os.Stderr
-		start, err := cmd.StdinPipe()
-		require.NoError(b, err)
-		ready, err := cmd.StdoutPipe()
-		require.NoError(b, err)
-		require.NoError(b, cmd.Start())
+		cmd, start, ready := startChild(b, fmt.Sprintf("%s=%s %d %s", benchEnv, mode, share, path))
 		line, err := bufio.NewReader(ready).ReadString('\n')
 		require.NoError(b, err, "a benchmark process did not start")
 		require.Equal(b, "ready\n", line)
@@ -143,7 +125,7 @@ func benchProcess(spec string) error {
 // storePair makes one pair through s.
 func storePair(s *Store) func(ctx context.Context, key string) error {
 	return func(ctx context.Context, key string) error {
-		rec, claimed, err := s.Claim(ctx, key, benchFingerprint, benchToken, 30*time.Second)
+		rec, claimed, err := s.Claim(ctx, key, storetest.BenchFingerprint, storetest.BenchToken, 30*time.Second)
 		if err != nil || !claimed {
 			return fmt.Errorf("claim %q: claimed %v, err %v", key, claimed, err)
 		}
@@ -161,12 +143,12 @@ func directPair(db *sql.DB) func(ctx context.Context, key string) error {
 		var fp, h, body []byte
 		var status sql.NullInt64
 		row := store.HashKey(key)
-		err := db.QueryRowContext(ctx, claimSQL, row, []byte(benchFingerprint), []byte(benchToken), int64(30000)).
+		err := db.QueryRowContext(ctx, claimSQL, row, []byte(storetest.BenchFingerprint), []byte(storetest.BenchToken), int64(30000)).
 			Scan(&claimed, &state, &fp, &fence, &status, &h, &body, &ttl)
 		if err != nil || !claimed {
 			return fmt.Errorf("claim %q: claimed %v, err %v", key, claimed, err)
 		}
-		_, err = db.ExecContext(ctx, completeSQL, row, []byte(benchToken), fence,
+		_, err = db.ExecContext(ctx, completeSQL, row, []byte(storetest.BenchToken), fence,
 			int(store.StateCompleted), benchResponse.Status, header, benchResponse.Body, int64(86400000))
 		return err
 	}

@@ -25,7 +25,24 @@ func (s *Store) Migrate(ctx context.Context) error {
 // without waiting when another connection wrote meanwhile; one that takes
 // the write lock first waits for it instead, within the busy timeout.
 // Errors are wrapped for op (see wrap).
-func inImmediateTx(ctx context.Context, db *sql.DB, op string, f func(conn *sql.Conn) error) (err error) {
+func inImmediateTx(ctx context.Context, db *sql.DB, op string, f func(conn *sql.Conn) error) error {
+	return onWriteLock(ctx, db, op, func(conn *sql.Conn) error {
+		err := f(conn)
+		if err == nil {
+			_, err = conn.ExecContext(ctx, "COMMIT")
+		}
+		if err != nil {
+			rollback(ctx, conn)
+		}
+		return err
+	})
+}
+
+// onWriteLock runs f on one connection of db once it has begun a
+// transaction on it with BEGIN IMMEDIATE, which waits for the file's write
+// lock within the busy timeout; f ends the transaction. Errors are wrapped
+// for op (see wrap).
+func onWriteLock(ctx context.Context, db *sql.DB, op string, f func(conn *sql.Conn) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return wrap(op, err)
@@ -35,11 +52,6 @@ func inImmediateTx(ctx context.Context, db *sql.DB, op string, f func(conn *sql.
 		return wrap(op, err)
 	}
 	if err := f(conn); err != nil {
-		rollback(ctx, conn)
-		return wrap(op, err)
-	}
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		rollback(ctx, conn)
 		return wrap(op, err)
 	}
 	return nil

@@ -84,17 +84,9 @@ func check(ctx context.Context, db *sql.DB, op string) error {
 	if mode != "wal" {
 		return fmt.Errorf("sqlitestore: %s: %w: the journal mode stayed %q instead of wal", op, ErrReadOnly, mode)
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return wrap(op, err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return wrap(op, err)
-	}
-	defer rollback(ctx, conn)
-	if _, err := conn.ExecContext(ctx, "CREATE TABLE sqlitestore_write_check (x)"); err != nil {
-		return wrap(op, err)
-	}
-	return nil
+	return onWriteLock(ctx, db, op, func(conn *sql.Conn) error {
+		defer rollback(ctx, conn)
+		_, err := conn.ExecContext(ctx, "CREATE TABLE sqlitestore_write_check (x)")
+		return err
+	})
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"time"
+
+	"github.com/seed43327c4c/idempotency/internal/keywatch"
 )
 
 // pollInterval is how often the poller asks its connection whether another
@@ -69,14 +71,14 @@ func (s *Store) poll(ctx context.Context, exited chan<- struct{}) {
 // toLookAt returns the watched keys and their watches when the poller is
 // to look at them: after a commit by another connection (committed), or
 // when a key was newly watched. Otherwise it returns none.
-func (w *watches) toLookAt(committed bool) (rows []string, kws []*keyWatch) {
+func (w *watches) toLookAt(committed bool) (rows []string, kws []*keywatch.Watch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !committed && !w.fresh {
 		return nil, nil
 	}
 	w.fresh = false
-	for row, kw := range w.keys {
+	for row, kw := range w.keys.All() {
 		rows = append(rows, row)
 		kws = append(kws, kw)
 	}
@@ -85,7 +87,7 @@ func (w *watches) toLookAt(committed bool) (rows []string, kws []*keyWatch) {
 
 // look reads which of rows are in flight and wakes the watches of the
 // others, kws[i] being the watch of rows[i] when the poller took it.
-func (s *Store) look(conn *sql.Conn, rows []string, kws []*keyWatch) error {
+func (s *Store) look(conn *sql.Conn, rows []string, kws []*keywatch.Watch) error {
 	list, err := json.Marshal(rows)
 	if err != nil {
 		return err
@@ -110,7 +112,7 @@ func (s *Store) look(conn *sql.Conn, rows []string, kws []*keyWatch) error {
 	defer s.watches.mu.Unlock()
 	for i, row := range rows {
 		if !inFlight[row] {
-			s.watches.wakeLocked(row, kws[i])
+			s.watches.keys.WakeWatch(row, kws[i])
 		}
 	}
 	return nil
@@ -127,8 +129,8 @@ func (s *Store) pollFailed(ctx context.Context, err error) {
 		return
 	}
 	s.logger.Error("sqlitestore: the poller of waiting requests failed; they poll meanwhile", "err", err)
-	for row, kw := range w.keys {
-		w.wakeLocked(row, kw)
+	for row, kw := range w.keys.All() {
+		w.keys.WakeWatch(row, kw)
 	}
 	w.poller = nil
 }

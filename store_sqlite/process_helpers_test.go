@@ -120,16 +120,7 @@ type helperStore struct{ client *rpc.Client }
 // ends.
 func startHelper(t *testing.T, path string) *helperStore {
 	t.Helper()
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), helperEnv+"="+path)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
+	cmd, stdin, stdout := startChild(t, helperEnv+"="+path)
 	client := rpc.NewClient(pipes{stdout, stdin})
 	t.Cleanup(func() {
 		_ = client.Close()
@@ -180,4 +171,22 @@ func (h *helperStore) Complete(_ context.Context, key string, owner store.Lease,
 func (h *helperStore) Release(_ context.Context, key string, owner store.Lease) error {
 	_, err := h.call("Release", Call{Key: key, Owner: owner})
 	return err
+}
+
+// startChild starts this test binary again, with env ("NAME=value") added
+// to its environment and its standard error the test's, and returns it
+// with a pipe to its standard input and one from its standard output.
+func startChild(t testing.TB, env string) (cmd *exec.Cmd, stdin io.WriteCloser, stdout io.ReadCloser) {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd = exec.Command(exe)
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stderr = os.Stderr
+	stdin, err = cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err = cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	return cmd, stdin, stdout
 }

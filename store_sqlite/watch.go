@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/seed43327c4c/idempotency/internal/keywatch"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -48,30 +49,22 @@ func (s *Store) Watch(_ context.Context, key string) (<-chan struct{}, func(), e
 	w := &s.watches
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	kw := w.keys[row]
-	if kw == nil {
-		if w.keys == nil {
-			w.keys = make(map[string]*keyWatch)
-		}
-		kw = &keyWatch{changed: make(chan struct{})}
-		w.keys[row] = kw
-	}
-	kw.watchers++
+	kw := w.keys.Add(row)
 	w.fresh = true
 	if w.poller == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		w.poller = &poller{cancel: cancel, exited: make(chan struct{})}
 		go s.poll(ctx, w.poller.exited)
 	}
-	return kw.changed, func() { w.unwatch(row, kw) }, nil
+	return kw.Changed(), func() { w.unwatch(row, kw) }, nil
 }
 
 // watches are the keys of a store being watched.
 type watches struct {
 	mu     sync.Mutex
-	keys   map[string]*keyWatch // by row key; a key leaves when its watch is woken or its watchers stop
-	fresh  bool                 // a key was watched since the poller's last look at the keys
-	poller *poller              // the running poller; nil when none runs
+	keys   keywatch.Set // by row key
+	fresh  bool         // a key was watched since the poller's last look at the keys
+	poller *poller      // the running poller; nil when none runs
 }
 
 // poller is a running poller (see Store.poll).
@@ -80,24 +73,14 @@ type poller struct {
 	exited chan struct{}      // closed when it has returned
 }
 
-// keyWatch is what the watches of one key of a store share: the channel a
-// wake-up closes, and how many watches have not stopped.
-type keyWatch struct {
-	changed  chan struct{}
-	watchers int
-}
-
-// unwatch stops one of kw's watches of row: the last one stopped before a
-// wake-up lets kw go, and the last watch of the store stops the poller and
-// waits for it, so that its connection is back in the pool on return.
-func (w *watches) unwatch(row string, kw *keyWatch) {
+// unwatch stops one of kw's watchers of row (see keywatch.Set.Stop), and
+// the last watch of the store stops the poller and waits for it, so that
+// its connection is back in the pool on return.
+func (w *watches) unwatch(row string, kw *keywatch.Watch) {
 	w.mu.Lock()
-	kw.watchers--
-	if kw.watchers == 0 && w.keys[row] == kw {
-		delete(w.keys, row)
-	}
+	w.keys.Stop(row, kw)
 	p := w.poller
-	if len(w.keys) > 0 || p == nil {
+	if w.keys.Len() > 0 || p == nil {
 		w.mu.Unlock()
 		return
 	}
@@ -109,31 +92,23 @@ func (w *watches) unwatch(row string, kw *keyWatch) {
 
 // watched returns the watch of key, if it is watched: while no key is
 // watched it returns nil before it hashes key.
-func (w *watches) watched(key string) (row string, kw *keyWatch) {
+func (w *watches) watched(key string) (row string, kw *keywatch.Watch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.keys) == 0 {
+	if w.keys.Len() == 0 {
 		return "", nil
 	}
 	row = store.HashKey(key)
-	return row, w.keys[row]
+	return row, w.keys.Watched(row)
 }
 
 // wake closes kw, the watch of row, unless it was woken already (by the
 // poller, or by another completion), and forgets it: a later watch of the
-// key gets a keyWatch of its own.
-func (w *watches) wake(row string, kw *keyWatch) {
+// key gets a watch of its own.
+func (w *watches) wake(row string, kw *keywatch.Watch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.wakeLocked(row, kw)
-}
-
-// wakeLocked is wake with w.mu held.
-func (w *watches) wakeLocked(row string, kw *keyWatch) {
-	if w.keys[row] == kw {
-		close(kw.changed)
-		delete(w.keys, row)
-	}
+	w.keys.WakeWatch(row, kw)
 }
 
 // endingExec runs ownerExec for a statement that takes key out of flight

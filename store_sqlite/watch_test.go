@@ -72,15 +72,6 @@ func (w *watchedSpread) Watch(ctx context.Context, key string) (<-chan struct{},
 	return w.watcher.Watch(ctx, key)
 }
 
-// mustWatch watches key and stops the watch when the test ends.
-func mustWatch(t *testing.T, s store.Watcher, key string) <-chan struct{} {
-	t.Helper()
-	changed, stop, err := s.Watch(t.Context(), key)
-	require.NoError(t, err, "watch %q", key)
-	t.Cleanup(stop)
-	return changed
-}
-
 // TestWatchOfAKeyNotInFlight: the watch of a key that is missing, done,
 // released, or in flight under a lease that has ended is closed by the
 // poller's first look, with no commit after the watch; one of a key in
@@ -107,7 +98,7 @@ func TestWatchOfAKeyNotInFlight(t *testing.T) {
 		{"in flight", true},
 	} {
 		t.Run(c.key, func(t *testing.T) {
-			changed := mustWatch(t, s, c.key)
+			changed := storetest.MustWatch(t, s, c.key)
 			if c.inFlight {
 				require.False(t, storetest.ClosedWithin(changed, storetest.QuietFor), "woken while in flight")
 				return
@@ -134,7 +125,7 @@ func TestWatchDirectWakeUp(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			owner := mustClaim(t, s, c.name, "t", time.Minute).Owner
-			changed := mustWatch(t, s, c.name)
+			changed := storetest.MustWatch(t, s, c.name)
 			require.NoError(t, c.end(c.name, owner))
 			select {
 			case <-changed:

@@ -52,16 +52,9 @@ func race(t *testing.T, s store.Store, key string) store.Lease {
 	close(start)
 	wg.Wait()
 
-	var winner *attempt
-	for i := range attempts {
-		a := &attempts[i]
-		require.NoError(t, a.err, "concurrent Claim(%q)", key)
-		if a.claimed {
-			require.Nil(t, winner, "two concurrent claims on %q won", key)
-			winner = a
-		}
-	}
-	require.NotNil(t, winner, "no concurrent claim on %q won", key)
+	winner := &attempts[oneWinner(t, key, len(attempts), func(i int) (bool, error) {
+		return attempts[i].claimed, attempts[i].err
+	})]
 	require.Equal(t, winner.token, winner.rec.Owner.Token)
 	for _, a := range attempts {
 		if a.claimed {
@@ -73,6 +66,24 @@ func race(t *testing.T, s store.Store, key string) store.Lease {
 		requireTTL(t, a.rec.TTL, longLease)
 	}
 	return winner.rec.Owner
+}
+
+// oneWinner requires each of n concurrent claims of key, outcome(i) being
+// whether the i-th won and its error, to have returned without error, and
+// exactly one to have won. It returns the winner's index.
+func oneWinner(t *testing.T, key string, n int, outcome func(i int) (won bool, err error)) int {
+	t.Helper()
+	winner := -1
+	for i := range n {
+		won, err := outcome(i)
+		require.NoError(t, err, "concurrent claim of %q", key)
+		if won {
+			require.Equal(t, -1, winner, "two concurrent claims of %q won", key)
+			winner = i
+		}
+	}
+	require.NotEqual(t, -1, winner, "no concurrent claim of %q won", key)
+	return winner
 }
 
 // testConcurrentClaimsOneWinner: of racers goroutines claiming a new key at
@@ -142,19 +153,16 @@ func raceTx(t *testing.T, s store.TxStore, key string) int64 {
 	close(start)
 	atOnce(t, fmt.Sprintf("%d concurrent claims of %q", racers, key), wg.Wait)
 
-	var winner *txAttempt
-	for i := range attempts {
-		a := &attempts[i]
-		require.NoError(t, a.err, "concurrent claim of %q", key)
+	winner := &attempts[oneWinner(t, key, len(attempts), func(i int) (bool, error) {
+		return attempts[i].won, attempts[i].err
+	})]
+	for _, a := range attempts {
 		if a.won {
-			require.Nil(t, winner, "two concurrent claims of %q won", key)
-			winner = a
 			continue
 		}
 		require.Equal(t, store.StateInFlight, a.rec.State, "a losing claim of %q", key)
 		require.Empty(t, a.rec.Owner.Token, "a losing claim must not reveal the owner's token")
 	}
-	require.NotNil(t, winner, "no concurrent claim of %q won", key)
 	if winner.plain {
 		complete(t, s, key, winner.rec.Owner, nil)
 	} else {

@@ -53,8 +53,9 @@ func RunWatch(t *testing.T, newStore func(t *testing.T) store.Watcher) {
 	})
 }
 
-// watch starts watching key and stops the watch when the test ends.
-func watch(t *testing.T, s store.Watcher, key string) <-chan struct{} {
+// MustWatch starts watching key on s, failing the test if Watch errs, and
+// stops the watch when the test ends. It returns the watch's channel.
+func MustWatch(t *testing.T, s store.Watcher, key string) <-chan struct{} {
 	t.Helper()
 	changed, stop, err := s.Watch(t.Context(), key)
 	require.NoError(t, err, "watch %q", key)
@@ -100,7 +101,7 @@ func testWatchEndingsWake(t *testing.T, s store.Watcher) {
 	for _, e := range endings {
 		t.Run(e.name, func(t *testing.T) {
 			owner := mustClaim(t, s, e.name, "fp", longLease)
-			changed := watch(t, s, e.name)
+			changed := MustWatch(t, s, e.name)
 			e.end(t, s, e.name, owner)
 			requireWoken(t, changed, e.name)
 		})
@@ -136,7 +137,7 @@ func testWatchEveryWatcherWakes(t *testing.T, s store.Watcher) {
 // losing claim nor a renewal wakes its watcher.
 func testWatchInFlightStaysQuiet(t *testing.T, s store.Watcher) {
 	owner := mustClaim(t, s, "busy", "fp", longLease)
-	changed := watch(t, s, "busy")
+	changed := MustWatch(t, s, "busy")
 	mustLose(t, s, "busy", "fp")
 	require.NoError(t, s.Renew(t.Context(), "busy", owner, longLease))
 	requireQuiet(t, changed, "the key is in flight")
@@ -146,7 +147,7 @@ func testWatchInFlightStaysQuiet(t *testing.T, s store.Watcher) {
 // not wake the watcher of a key in flight.
 func testWatchOtherKeysStayQuiet(t *testing.T, s store.Watcher) {
 	mustClaim(t, s, "watched", "fp", longLease)
-	changed := watch(t, s, "watched")
+	changed := MustWatch(t, s, "watched")
 	complete(t, s, "other-1", mustClaim(t, s, "other-1", "fp", longLease), sampleResponse())
 	require.NoError(t, s.Release(t.Context(), "other-2", mustClaim(t, s, "other-2", "fp", longLease)))
 	requireQuiet(t, changed, "only other keys changed")
@@ -169,12 +170,12 @@ func testWatchStopBeforeTheChange(t *testing.T, s store.Watcher) {
 // flight and woken by its completion.
 func testWatchAgainAfterAWakeUp(t *testing.T, s store.Watcher) {
 	first := mustClaim(t, s, "again", "fp", longLease)
-	changed := watch(t, s, "again")
+	changed := MustWatch(t, s, "again")
 	require.NoError(t, s.Release(t.Context(), "again", first))
 	requireWoken(t, changed, "Release")
 
 	second := mustClaim(t, s, "again", "fp", longLease)
-	changed = watch(t, s, "again")
+	changed = MustWatch(t, s, "again")
 	requireQuiet(t, changed, "the second claim is in flight")
 	complete(t, s, "again", second, sampleResponse())
 	requireWoken(t, changed, "the second claim's Complete")

@@ -1,0 +1,77 @@
+// Package keywatch keeps the watches of keys in flight that a store of
+// one process holds: the watchers of a key share one channel, which a
+// wake-up closes.
+package keywatch
+
+import (
+	"iter"
+	"maps"
+)
+
+// Set is the watched keys of a store. Its zero value is empty and holds no
+// map until the first Add. It is not safe for concurrent use: the store
+// guards it with a lock of its own.
+type Set struct {
+	keys map[string]*Watch
+}
+
+// Watch is what the watchers of one key share: the channel a wake-up
+// closes, and how many watchers have not stopped.
+type Watch struct {
+	changed  chan struct{}
+	watchers int
+}
+
+// Changed returns the channel that the wake-up of w closes.
+func (w *Watch) Changed() <-chan struct{} { return w.changed }
+
+// Add adds a watcher of key and returns the key's watch: the one its other
+// watchers share, or a new one.
+func (s *Set) Add(key string) *Watch {
+	w := s.keys[key]
+	if w == nil {
+		if s.keys == nil {
+			s.keys = make(map[string]*Watch)
+		}
+		w = &Watch{changed: make(chan struct{})}
+		s.keys[key] = w
+	}
+	w.watchers++
+	return w
+}
+
+// Stop stops one watcher of w, the watch of key that Add returned: the last
+// one stopped before a wake-up lets w go.
+func (s *Set) Stop(key string, w *Watch) {
+	w.watchers--
+	if w.watchers == 0 && s.keys[key] == w {
+		delete(s.keys, key)
+	}
+}
+
+// Wake closes the channel of key's watch, if key is watched, and forgets
+// it: a later Add of key returns a new watch.
+func (s *Set) Wake(key string) {
+	if w, ok := s.keys[key]; ok {
+		close(w.changed)
+		delete(s.keys, key)
+	}
+}
+
+// WakeWatch is Wake for w, a watch of key that Add returned, alone: it does
+// nothing if w was woken already, whether or not key is watched again.
+func (s *Set) WakeWatch(key string, w *Watch) {
+	if s.keys[key] == w {
+		close(w.changed)
+		delete(s.keys, key)
+	}
+}
+
+// Watched returns key's watch, or nil if key is not watched.
+func (s *Set) Watched(key string) *Watch { return s.keys[key] }
+
+// Len returns how many keys are watched.
+func (s *Set) Len() int { return len(s.keys) }
+
+// All yields each watched key with its watch. The loop may wake them.
+func (s *Set) All() iter.Seq2[string, *Watch] { return maps.All(s.keys) }
