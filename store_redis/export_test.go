@@ -19,13 +19,3 @@ func LoadScripts(ctx context.Context, c redis.Scripter) error {
 	}
 	return nil
 }
-
-// BatchContext returns the context autoPipeline sends a pipeline of calls
-// under, for calls with the contexts ctxs.
-func BatchContext(ctxs ...context.Context) (context.Context, context.CancelFunc) {
-	batch := make([]*scriptCall, len(ctxs))
-	for i, ctx := range ctxs {
-		batch[i] = &scriptCall{ctx: ctx}
-	}
-	return batchContext(batch)
-}

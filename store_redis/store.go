@@ -3,8 +3,7 @@
 // record per key.
 //
 // Each Store method is one round trip: a Lua script that reads and writes
-// the key's record atomically. Concurrent calls share pipelines (see
-// WithoutAutoPipelining). A record is one key, a hash:
+// the key's record atomically. A record is one key, a hash:
 //
 //	<prefix>{<hash>}  state, fingerprint, fence, token, abandoned[, waited]; once done also status, header, body
 //

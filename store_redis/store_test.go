@@ -418,18 +418,8 @@ var benchResponse = &store.Response{
 // it spent per pair (exact only on a server nothing else uses, as
 // .ci/bench-redis starts), and the MEMORY USAGE of one completed record.
 func BenchmarkClaimComplete(b *testing.B) {
-	benchClaimComplete(b)
-}
-
-// BenchmarkClaimCompleteWithoutAutoPipelining is BenchmarkClaimComplete
-// with each call a round trip of its own.
-func BenchmarkClaimCompleteWithoutAutoPipelining(b *testing.B) {
-	benchClaimComplete(b, redisstore.WithoutAutoPipelining())
-}
-
-func benchClaimComplete(b *testing.B, opts ...redisstore.Option) {
 	client := standalone(b)
-	s, prefix := newStore(b, client, append(opts, redisstore.WithAbandonedRetention(time.Minute))...)
+	s, prefix := newStore(b, client, redisstore.WithAbandonedRetention(time.Minute))
 	ctx := b.Context()
 	warmUp(b, s)
 	before := serverWorkOf(b, client)

@@ -39,7 +39,6 @@ func TestWatchPublishes(t *testing.T) {
 	client := startRedis(t, freePort(t), "").client(t)
 	require.NoError(t, redisstore.LoadScripts(t.Context(), client))
 	s, _ := newStore(t, client)
-	claim(t, s, "warm-up") // the first pipeline sends HELLO again
 	ctx := t.Context()
 	for _, tc := range []struct {
 		name     string
