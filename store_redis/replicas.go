@@ -70,12 +70,12 @@ func (r *replicaAcks) check(client redis.UniversalClient) {
 	}
 }
 
-// eval runs script on the primary of keys: as run does without
+// eval runs script on the primary of keys: as script.Run does without
 // WithReplicaAcks, and with it followed by WAIT for up to its timeout in
 // the same pipeline, acks then being how many replicas acknowledged.
 func (s *Store) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) (reply *redis.Cmd, acks int) {
 	if s.replicas == nil {
-		return s.run(ctx, script, keys, args), 0
+		return script.Run(ctx, s.client, keys, args...), 0
 	}
 	return s.evalWithin(ctx, script, keys, s.replicas.timeout, args)
 }

@@ -46,10 +46,8 @@ type Store struct {
 	abandoned time.Duration
 	replicas  *replicaAcks // nil: writes do not wait for replicas
 	leaseKeys string       // "1": leases are written to lease keys too
-	ownTrips  bool         // WithoutAutoPipelining
 
-	pipeline    *autoPipeline // nil: each script call is a round trip of its own
-	subscribers subscribers   // of Watch
+	subscribers subscribers // of Watch
 }
 
 // Option configures a Store built by New.
@@ -89,17 +87,6 @@ func WithLegacyLeaseKeys() Option {
 	return func(s *Store) { s.leaseKeys = "1" }
 }
 
-// WithoutAutoPipelining makes each call send its script alone, as
-// script.Run does, in a round trip of its own. By default the calls of
-// concurrent requests share pipelines: each call still takes one round
-// trip, but many travel together, which takes far fewer system calls and
-// connections under load. A go-redis hook then sees pipelines of the
-// calls sent together, with the first call's context, instead of each
-// call with its own. With WithReplicaAcks calls are never shared.
-func WithoutAutoPipelining() Option {
-	return func(s *Store) { s.ownTrips = true }
-}
-
 // New returns a store that keeps its records through client, which may be a
 // *redis.Client, a Sentinel *redis.Client or a *redis.ClusterClient. New
 // never dials: the first method call uses the client's pool. The client
@@ -116,8 +103,6 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	}
 	if s.replicas != nil {
 		s.replicas.check(client)
-	} else if !s.ownTrips {
-		s.pipeline = newAutoPipeline(client)
 	}
 	return s
 }
@@ -208,7 +193,7 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 	if s.replicas != nil {
 		return s.completeAcked(ctx, s.keys(key), args)
 	}
-	return ownerErr("complete", s.run(ctx, completeScript, s.keys(key), args).Err())
+	return ownerErr("complete", completeScript.Run(ctx, s.client, s.keys(key), args...).Err())
 }
 
 // Release implements store.Store. The record is not deleted: it stays in
