@@ -405,11 +405,7 @@ func serveWithin(t *testing.T, bound time.Duration, h http.Handler) int {
 const benchGoroutines = 32
 
 // benchResponse is the small JSON response the benchmarks complete with.
-var benchResponse = &store.Response{
-	Status: http.StatusCreated,
-	Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/pay_123"}},
-	Body:   []byte(`{"id":"pay_123","amount":1000,"currency":"eur","status":"succeeded"}`),
-}
+var benchResponse = storetest.BenchResponse()
 
 // BenchmarkClaimComplete measures what a first request costs the store:
 // a Claim of a fresh key and a Complete with a small JSON response, from
