@@ -62,8 +62,14 @@ FROM done`
 	// an open transaction holds the key (a transactional claim, whose row
 	// cannot be seen before it commits). The transaction holds the key's
 	// claim lock exclusively; a plain claim's shared hold does not count.
+	// The lock is tried at session level and released at once, within the
+	// statement: a transaction-level hold would last as long as the
+	// listener's batch, and a transactional claim of the key meanwhile
+	// would find the key held.
 	watchStateSQL = `
-SELECT NOT pg_try_advisory_xact_lock_shared(` + claimLockSQL + `$2::bigint)
+SELECT CASE WHEN pg_try_advisory_lock_shared(` + claimLockSQL + `$2::bigint)
+            THEN NOT pg_advisory_unlock_shared(` + claimLockSQL + `$2::bigint)
+            ELSE true END
     OR EXISTS (SELECT FROM idempotency_keys WHERE key = $1 AND state = 1 AND token <> '')`
 
 	// unwatchSQL releases one hold of key $1's watch lock.

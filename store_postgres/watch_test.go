@@ -74,6 +74,24 @@ func TestWatchTransactionalClaim(t *testing.T) {
 	}
 }
 
+// TestWatchStateLeavesNoClaimLock: the listener reads a watched key's
+// state in a batch, one implicit transaction that may last until a later
+// watch's lock is granted. The read leaves no hold of the key's claim lock
+// behind it, so a transactional claim of the key meanwhile wins instead of
+// being told that the key is in flight.
+func TestWatchStateLeavesNoClaimLock(t *testing.T) {
+	s := newTestTxStore(t)
+	t.Cleanup(s.Close)
+	batch, err := s.pool.Begin(t.Context()) // as the listener's batch runs
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = batch.Rollback(context.Background()) })
+	row := rowKey("k")
+	var inFlight bool
+	require.NoError(t, batch.QueryRow(t.Context(), s.sql.watchState, row, lockHash(row)).Scan(&inFlight))
+	require.False(t, inFlight, "a key nobody holds")
+	mustBeginClaim(t, s, "k", "fp", "1")
+}
+
 // TestWatchRacingCompletion: watches that race the completion of their
 // key, 50 keys at once, are all woken, whichever comes first: the watch
 // lock and the state read that follows it leave no gap for a completion.
