@@ -6,8 +6,8 @@
 -- complete.lua follow.
 -- KEYS[1] record hash
 -- ARGV[2] fencing number of the caller
-local done = redis.call('HMGET', KEYS[1], 'state', 'fence')
-if (done[1] == '2' or done[1] == '3') and tonumber(done[2]) == tonumber(ARGV[2]) then
+local done = redis.pcall('HMGET', KEYS[1], 'state', 'fence')
+if not done.err and (done[1] == '2' or done[1] == '3') and tonumber(done[2]) == tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], math.max(1, redis.call('PTTL', KEYS[1])))
   return 1
 end

@@ -12,10 +12,17 @@ var MastersMayHaveMoved = mastersMayHaveMoved
 // LoadScripts loads the store's scripts on c, as their first call there
 // does.
 func LoadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, script := range []*redis.Script{claimScript, renewScript, completeScript, releaseScript, completeAgainScript, watchScript} {
+	for _, script := range allScripts() {
 		if err := script.Load(ctx, c).Err(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ScriptedClaims makes every Claim of s run the claim script, as with
+// WithReplicaAcks, without replicas to wait for, and returns s.
+func ScriptedClaims(s *Store) *Store {
+	s.atOnce.Store(false)
+	return s
 }

@@ -152,8 +152,8 @@ func forEachNode(ctx context.Context, client redis.UniversalClient, fn func(cont
 	return fn(ctx, client.(*redis.Client))
 }
 
-// commandLog is a go-redis hook that records the name of every command
-// the client sends.
+// commandLog is a go-redis hook that records every round trip the client
+// makes: a command's name, or a pipeline's names, space-separated.
 type commandLog struct {
 	mu    sync.Mutex
 	names []string
@@ -175,15 +175,19 @@ func (l *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
+// add logs one round trip: the names of its commands, space-separated.
 func (l *commandLog) add(cmds ...redis.Cmder) {
+	names := make([]string, len(cmds))
+	for i, cmd := range cmds {
+		names[i] = cmd.Name()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, cmd := range cmds {
-		l.names = append(l.names, cmd.Name())
-	}
+	l.names = append(l.names, strings.Join(names, " "))
 }
 
-// take returns the names logged since the last take, and forgets them.
+// take returns the round trips logged since the last take, and forgets
+// them.
 func (l *commandLog) take() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -352,4 +356,21 @@ func commandWorkOf(tb testing.TB, client redis.UniversalClient) map[string]serve
 // since returns the work done between earlier and w.
 func (w serverWork) since(earlier serverWork) serverWork {
 	return serverWork{calls: w.calls - earlier.calls, usec: w.usec - earlier.usec}
+}
+
+// lapsedTakeover claims key through first, under the token "stale" and
+// a lease of 100 ms, lets the lease lapse, then takes the key over
+// through second, under the token "current", and returns both leases.
+func lapsedTakeover(t *testing.T, first, second *redisstore.Store, key string) (stale, current store.Lease) {
+	t.Helper()
+	ctx := t.Context()
+	old, claimed, err := first.Claim(ctx, key, "fp-stale", "stale", 100*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	time.Sleep(300 * time.Millisecond)
+	taken, claimed, err := second.Claim(ctx, key, "fp-current", "current", time.Minute)
+	require.NoError(t, err)
+	require.True(t, claimed, "the lapsed lease is taken over")
+	require.Equal(t, old.Owner.Fence+1, taken.Owner.Fence)
+	return old.Owner, taken.Owner
 }

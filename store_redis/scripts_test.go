@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -18,9 +17,9 @@ import (
 )
 
 // TestRoundTrips: through the middleware, with the scripts loaded on the
-// server, a first request costs exactly two commands (claim, complete), a
-// replay one (claim), and a 409 for a key still in flight one (claim).
-// Every command is an EVALSHA, one round trip each.
+// server, a first request costs exactly two round trips (claim, complete),
+// a replay one (claim), and a 409 for a key still in flight one (claim). A
+// claim is a pipeline of SET and PTTL, a complete an EVALSHA.
 func TestRoundTrips(t *testing.T) {
 	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
 		log := &commandLog{}
@@ -35,23 +34,22 @@ func TestRoundTrips(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte(`{"id":"pay_1"}`))
 		}))
-		evalsha := func(n int) []string { return slices.Repeat([]string{"evalsha"}, n) }
 
 		// Load the scripts: a server runs EVAL once per script it has not seen.
 		require.Equal(t, http.StatusCreated, post(handler, "/payments", "warm-up"))
 		log.take()
 
 		assert.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
-		assert.Equal(t, evalsha(2), log.take(), "a first request: claim, complete")
+		assert.Equal(t, []string{"set pttl", "evalsha"}, log.take(), "a first request: claim, complete")
 		assert.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
-		assert.Equal(t, evalsha(1), log.take(), "a replay: claim")
+		assert.Equal(t, []string{"set pttl"}, log.take(), "a replay: claim")
 
 		done := make(chan int)
 		go func() { done <- post(handler, "/slow", "slow") }()
 		<-entered
 		log.take()
 		assert.Equal(t, http.StatusConflict, post(handler, "/slow", "slow"))
-		assert.Equal(t, evalsha(1), log.take(), "a 409: claim")
+		assert.Equal(t, []string{"set pttl"}, log.take(), "a 409: claim")
 		close(finish)
 		assert.Equal(t, http.StatusCreated, <-done)
 	})
@@ -104,18 +102,19 @@ func TestTwoKeyRecordsHonoured(t *testing.T) {
 }
 
 // TestLegacyLeaseKeys: a process of the two-key layout, running its own
-// claim script, takes over a live claim of the one-key store, whose lease
-// it cannot see, unless the store writes lease keys too
-// (WithLegacyLeaseKeys); complete and release then delete the lease key.
+// claim script, cannot read a record of the string layout (its HMGET gets
+// WRONGTYPE) and so takes nothing over; with WithLegacyLeaseKeys the store
+// keeps hash records with lease keys, whose live lease the old process
+// sees, and complete and release then delete the lease key.
 func TestLegacyLeaseKeys(t *testing.T) {
 	twoKeyClaim := redis.NewScript(twoKeyClaimLua)
 	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
 		for _, tc := range []struct {
 			name       string
 			opts       []redisstore.Option
-			oldProcess int64 // what the two-key claim script replies first: 1 claimed, 0 refused
+			oldProcess int64 // what the two-key claim script replies first: 0 refused, -1 WRONGTYPE
 		}{
-			{"one key", nil, 1},
+			{"string records", nil, -1},
 			{"with lease keys", []redisstore.Option{redisstore.WithLegacyLeaseKeys()}, 0},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -125,6 +124,9 @@ func TestLegacyLeaseKeys(t *testing.T) {
 					record := recordKey(prefix, key)
 					v, err := twoKeyClaim.Run(ctx, client, []string{record, record + ":lease"},
 						"fp", "old", 60000, 120000).Slice()
+					if redis.HasErrorPrefix(err, "WRONGTYPE") {
+						return -1
+					}
 					require.NoError(t, err)
 					return v[0].(int64)
 				}
@@ -137,8 +139,8 @@ func TestLegacyLeaseKeys(t *testing.T) {
 					require.NoError(t, err)
 					require.True(t, claimed)
 					require.NoError(t, s.Renew(ctx, key, rec.Owner, time.Minute))
-					if tc.oldProcess == 1 {
-						assert.EqualValues(t, 1, oldClaim(key), "the old process cannot see the lease and takes the key over")
+					if tc.oldProcess == -1 {
+						assert.EqualValues(t, -1, oldClaim(key), "the old process cannot read the record and takes nothing over")
 						continue
 					}
 					assert.EqualValues(t, 0, oldClaim(key), "the old process sees the live lease")
@@ -147,5 +149,43 @@ func TestLegacyLeaseKeys(t *testing.T) {
 				}
 			})
 		}
+	})
+}
+
+// TestLegacyLeaseKeysReadStringRecords: while WithLegacyLeaseKeys is being
+// dropped, processes still on it and processes without it share records:
+// one on the option replays a string record and takes over a lapsed one
+// (which becomes a hash, with its lease key), and one without it then
+// replays that hash; a takeover the other way round leaves the stale
+// owner on the option refused (store.ErrNotOwner), as in one layout.
+func TestLegacyLeaseKeysReadStringRecords(t *testing.T) {
+	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
+		plain, prefix := newStore(t, client)
+		legacy := redisstore.New(client, redisstore.WithPrefix(prefix), redisstore.WithLegacyLeaseKeys())
+		ctx := t.Context()
+
+		owner := claim(t, plain, "done")
+		require.NoError(t, plain.Complete(ctx, "done", owner, &store.Response{Status: http.StatusCreated, Body: []byte("paid")}, time.Hour))
+		rec, claimed, err := legacy.Claim(ctx, "done", "fp", "another", time.Minute)
+		require.NoError(t, err)
+		require.False(t, claimed)
+		require.Equal(t, "paid", string(rec.Response.Body), "the string record is replayed")
+
+		stale, current := lapsedTakeover(t, plain, legacy, "lapsed")
+		record := recordKey(prefix, "lapsed")
+		assert.Equal(t, "hash", client.Type(ctx, record).Val(), "the string record taken over is a hash")
+		assert.Equal(t, "current", client.Get(ctx, record+":lease").Val(), "the lease key is written")
+		require.ErrorIs(t, plain.Complete(ctx, "lapsed", stale, nil, time.Minute), store.ErrNotOwner)
+		require.NoError(t, legacy.Complete(ctx, "lapsed", current, &store.Response{Status: http.StatusCreated, Body: []byte("late")}, time.Hour))
+		rec, claimed, err = plain.Claim(ctx, "lapsed", "fp", "third", time.Minute)
+		require.NoError(t, err)
+		require.False(t, claimed)
+		require.Equal(t, "late", string(rec.Response.Body), "the hash record is replayed")
+
+		stale, _ = lapsedTakeover(t, legacy, plain, "back")
+		assert.Equal(t, "string", client.Type(ctx, recordKey(prefix, "back")).Val(), "the hash record taken over is a string")
+		require.ErrorIs(t, legacy.Renew(ctx, "back", stale, time.Minute), store.ErrNotOwner)
+		require.ErrorIs(t, legacy.Complete(ctx, "back", stale, nil, time.Minute), store.ErrNotOwner)
+		require.ErrorIs(t, legacy.Release(ctx, "back", stale), store.ErrNotOwner)
 	})
 }

@@ -2,23 +2,26 @@
 // process sharing one Redis (standalone, Sentinel or Cluster) shares one
 // record per key.
 //
-// Each Store method is one round trip: a Lua script that reads and writes
-// the key's record atomically. A record is one key, a hash:
+// Each Store method is one round trip that reads and writes the key's
+// record atomically: a claim is SET NX GET with PTTL in one pipeline (and
+// a Lua script when that cannot decide), the others a Lua script. A record
+// is one key, a string (see record.go):
 //
-//	<prefix>{<hash>}  state, fingerprint, fence, token, abandoned[, waited]; once done also status, header, body
+//	<prefix>{<hash>}  state,fence,abandoned,waited,status,#fp,#token,#header;<fp><token><header><body>
 //
 // where <hash> is store.HashKey of the key: its SHA-256 in hex. The
 // middleware's keys are binary and as long as the client's key, route and
 // scope; hashed, every key name has one short length and shows nothing of
 // the client's key or scope, no key can hold a brace that would end its
-// tag, and no two keys collide. A done record's token is empty, a
-// released one has none. Leases and retention are the key's expiry,
-// so they run on the Redis server's clock: an in-flight record expires
-// its abandoned retention after its lease, so the lease left is the time
-// left minus that retention. A record of the two-key layout, whose lease
-// was the key <prefix>{<hash>}:lease in the same slot, is still honoured.
-// The field waited marks a record a Watch waits for: its complete or
-// release then publishes on the shard channel <prefix>{<hash>}:changed.
+// tag, and no two keys collide. A done or released record's token is
+// empty. Leases and retention are the key's expiry, so they run on the
+// Redis server's clock: an in-flight record expires its abandoned
+// retention after its lease, so the lease left is the time left minus
+// that retention. The waited field marks a record a Watch waits for: its
+// complete or release then publishes on the shard channel
+// <prefix>{<hash>}:changed. Records of earlier versions, hashes (with the
+// lease in <prefix>{<hash>}:lease in the two-key layout), are still
+// honoured; WithLegacyLeaseKeys keeps writing them.
 package redisstore
 
 import (
@@ -28,6 +31,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +50,8 @@ type Store struct {
 	abandoned time.Duration
 	replicas  *replicaAcks // nil: writes do not wait for replicas
 	leaseKeys string       // "1": leases are written to lease keys too
+	scripts   scripts      // of the layout records are kept in
+	atOnce    atomic.Bool  // Claim tries claimAtOnce first
 
 	subscribers subscribers // of Watch
 }
@@ -77,12 +83,13 @@ func WithAbandonedRetention(d time.Duration) Option {
 	return func(s *Store) { s.abandoned = d }
 }
 
-// WithLegacyLeaseKeys makes the store also write each lease to a key of
-// its own, <prefix>{<hash>}:lease, as the two-key layout of earlier
-// versions of this package keeps and reads it, so that processes still
-// running such a version honour the leases this store takes. Use it while
-// they run beside this one (a rolling upgrade), then drop it. It adds a
-// command to each claim, renew, complete and release. Off by default.
+// WithLegacyLeaseKeys makes the store keep records as earlier versions of
+// this package read them: as hashes, with each lease also in a key of its
+// own, <prefix>{<hash>}:lease, so that processes still running such a
+// version honour the leases this store takes (they fail on a string
+// record). Use it while they run beside this one (a rolling upgrade), then
+// drop it. Each claim is then a script, and each claim, renew, complete
+// and release takes a few more commands. Off by default: string records.
 func WithLegacyLeaseKeys() Option {
 	return func(s *Store) { s.leaseKeys = "1" }
 }
@@ -104,6 +111,11 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	if s.replicas != nil {
 		s.replicas.check(client)
 	}
+	s.scripts = recordScripts
+	if s.leaseKeys == "1" {
+		s.scripts = hashScripts
+	}
+	s.atOnce.Store(s.leaseKeys == "" && s.replicas == nil)
 	return s
 }
 
@@ -127,6 +139,15 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	}
 	keys := s.keys(key)
 	leaseMs, lifeMs := millis(lease), millis(s.inFlightLife(lease))
+	if s.atOnce.Load() {
+		rec, claimed, decided, err := s.claimAtOnce(ctx, keys, fingerprint, token, leaseMs, lifeMs)
+		if err != nil {
+			return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
+		}
+		if decided {
+			return rec, claimed, nil
+		}
+	}
 	cmd, acks := s.eval(ctx, claimScript, keys,
 		fingerprint, token, leaseMs, lifeMs, lifeMs-leaseMs, s.leaseKeys)
 	v, err := cmd.Slice()
@@ -175,7 +196,7 @@ func decodeClaim(r *reply, fingerprint, token string) (store.Record, bool, error
 // the Redis clock, and the record's expiry to its abandoned retention
 // after that.
 func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
-	cmd, acks := s.eval(ctx, renewScript, s.keys(key), owner.Token, owner.Fence, millis(lease), s.leaseKeys)
+	cmd, acks := s.eval(ctx, s.scripts.renew, s.keys(key), owner.Token, owner.Fence, millis(lease), s.leaseKeys)
 	if err := ownerErr("renew", cmd.Err()); err != nil {
 		return err
 	}
@@ -193,7 +214,7 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 	if s.replicas != nil {
 		return s.completeAcked(ctx, s.keys(key), args)
 	}
-	return ownerErr("complete", completeScript.Run(ctx, s.client, s.keys(key), args...).Err())
+	return ownerErr("complete", s.scripts.complete.Run(ctx, s.client, s.keys(key), args...).Err())
 }
 
 // Release implements store.Store. The record is not deleted: it stays in
@@ -201,7 +222,7 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 // WithAbandonedRetention), so the next claim takes it over with a higher
 // fencing number than the releasing owner's.
 func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
-	cmd, acks := s.eval(ctx, releaseScript, s.keys(key), owner.Token, owner.Fence, s.leaseKeys)
+	cmd, acks := s.eval(ctx, s.scripts.release, s.keys(key), owner.Token, owner.Fence, s.leaseKeys)
 	if err := ownerErr("release", cmd.Err()); err != nil {
 		return err
 	}

@@ -111,26 +111,17 @@ func TestStaleCompleteChangesNothing(t *testing.T) {
 	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
 		s, prefix := newStore(t, client)
 		ctx := t.Context()
-		stale, claimed, err := s.Claim(ctx, "pay", "fp-stale", "stale", 100*time.Millisecond)
-		require.NoError(t, err)
-		require.True(t, claimed)
-		time.Sleep(300 * time.Millisecond)
-		current, claimed, err := s.Claim(ctx, "pay", "fp-current", "current", time.Minute)
-		require.NoError(t, err)
-		require.True(t, claimed, "the lapsed lease is taken over")
-		require.Equal(t, stale.Owner.Fence+1, current.Owner.Fence)
+		stale, _ := lapsedTakeover(t, s, s, "pay")
 
 		record := recordKey(prefix, "pay")
-		before := client.HGetAll(ctx, record).Val()
-		require.Equal(t, map[string]string{
-			"state": "1", "fp": "fp-current", "token": "current", "fence": "2", "abandoned": "86400000",
-		}, before)
+		before := client.Get(ctx, record).Val()
+		require.Equal(t, "1,2,86400000,0,0,10,7,0;fp-currentcurrent", before)
 
 		resp := &store.Response{Status: http.StatusCreated, Body: []byte("stale")}
-		require.ErrorIs(t, s.Complete(ctx, "pay", stale.Owner, resp, time.Hour), store.ErrNotOwner)
-		require.ErrorIs(t, s.Complete(ctx, "pay", stale.Owner, nil, time.Hour), store.ErrNotOwner)
+		require.ErrorIs(t, s.Complete(ctx, "pay", stale, resp, time.Hour), store.ErrNotOwner)
+		require.ErrorIs(t, s.Complete(ctx, "pay", stale, nil, time.Hour), store.ErrNotOwner)
 
-		assert.Equal(t, before, client.HGetAll(ctx, record).Val(), "the record is untouched")
+		assert.Equal(t, before, client.Get(ctx, record).Val(), "the record is untouched")
 		assert.Greater(t, client.PTTL(ctx, record).Val(), 24*time.Hour+30*time.Second, "the lease is not shortened")
 	})
 }
@@ -208,12 +199,13 @@ func TestMisconfigurationPanics(t *testing.T) {
 	}
 }
 
-// TestCorruptRecord: a record the store did not write (a stray HSET, a
-// half-restored backup) makes Claim return an error, never panic or invent
-// a response.
+// TestCorruptRecord: a record the store did not write (a stray HSET or
+// SET, a half-restored backup) makes Claim return an error, never panic
+// or invent a response, whether the claim's SET or its script reads it.
 func TestCorruptRecord(t *testing.T) {
 	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
 		s, prefix := newStore(t, client)
+		scripted := redisstore.ScriptedClaims(redisstore.New(client, redisstore.WithPrefix(prefix)))
 		ctx := t.Context()
 		for key, fields := range map[string][]any{
 			"bad-status": {"state", "2", "fp", "fp", "fence", "1", "status", "abc", "header", "", "body", ""},
@@ -222,14 +214,78 @@ func TestCorruptRecord(t *testing.T) {
 		} {
 			t.Run(key, func(t *testing.T) {
 				require.NoError(t, client.HSet(ctx, recordKey(prefix, key), fields...).Err())
-				rec, claimed, err := s.Claim(ctx, key, "fp", "token", time.Minute)
-				require.Error(t, err, key)
-				assert.Regexp(t, `^redisstore: claim: `, err.Error(), key)
-				assert.False(t, claimed, key)
-				assert.Equal(t, store.Record{}, rec, key)
+				requireClaimFails(t, s, key)
+			})
+		}
+		for key, value := range map[string]string{
+			"not-a-record":      "paid",
+			"string-bad-header": "2,1,0,0,201,2,0,1;fp\x05",
+			"string-too-short":  "2,1,0,0,201,20,0,0;fp",
+			"string-overflow":   "2,1,0,0,201,9223372036854775807,1,0;fp",
+			"string-state-0":    "0,1,0,0,201,2,0,0;fp",
+			"string-state-7":    "7,1,0,0,201,2,0,0;fp",
+			"string-plus-sign":  "2,+1,0,0,201,2,0,0;fp",
+			"string-state-01":   "01,1,0,0,201,2,0,0;fp",
+			"string-waited-2":   "2,1,0,2,201,2,0,0;fp",
+			"string-long-fence": "2,1234567890123456,0,0,201,2,0,0;fp",
+		} {
+			t.Run(key, func(t *testing.T) {
+				require.NoError(t, client.Set(ctx, recordKey(prefix, key), value, time.Minute).Err())
+				requireClaimFails(t, s, key)
+				requireClaimFails(t, scripted, key)
 			})
 		}
 	})
+}
+
+// TestFullMemoryStillReplays: on a server whose memory is full, with
+// maxmemory-policy noeviction, a claim of a new key fails, as every write
+// does, while a duplicate of a completed key is still answered: the SET
+// the server refuses leaves the claim to the script, which only reads.
+func TestFullMemoryStillReplays(t *testing.T) {
+	client := startRedis(t, freePort(t), "maxmemory-policy noeviction\n").client(t)
+	s := redisstore.New(client) // on a server of the test's own, gone when it ends
+	owner := claim(t, s, "done")
+	require.NoError(t, s.Complete(t.Context(), "done", owner, &store.Response{Status: http.StatusCreated, Body: []byte("paid")}, time.Hour))
+	require.NoError(t, client.ConfigSet(t.Context(), "maxmemory", "1").Err())
+	rec, claimed, err := s.Claim(t.Context(), "done", "fp", "another", time.Minute)
+	require.NoError(t, err)
+	require.False(t, claimed)
+	require.NotNil(t, rec.Response)
+	require.Equal(t, "paid", string(rec.Response.Body))
+	_, _, err = s.Claim(t.Context(), "new", "fp", "another", time.Minute)
+	require.ErrorContains(t, err, "OOM")
+}
+
+// TestLargeFence: a takeover that raises a fencing number to 10^14 writes
+// it in full, so that its owner completes the record and duplicates
+// replay it; the claim script writes the number itself.
+func TestLargeFence(t *testing.T) {
+	client := standalone(t)
+	s, prefix := newStore(t, client)
+	ctx := t.Context()
+	released := "1,99999999999999,60000,0,0,2,0,0;fp"
+	require.NoError(t, client.Set(ctx, recordKey(prefix, "pay"), released, time.Minute).Err())
+	rec, claimed, err := s.Claim(ctx, "pay", "fp", "new", time.Minute)
+	require.NoError(t, err)
+	require.True(t, claimed, "the released key is taken over")
+	require.EqualValues(t, int64(100_000_000_000_000), rec.Owner.Fence)
+	require.NoError(t, s.Complete(ctx, "pay", rec.Owner, &store.Response{Status: http.StatusCreated}, time.Minute))
+	done, claimed, err := s.Claim(ctx, "pay", "fp", "another", time.Minute)
+	require.NoError(t, err)
+	require.False(t, claimed)
+	require.Equal(t, rec.Owner.Fence, done.Owner.Fence)
+}
+
+// requireClaimFails requires a Claim of key to return an error and no
+// record.
+func requireClaimFails(t *testing.T, s *redisstore.Store, key string) {
+	t.Helper()
+	rec, claimed, err := s.Claim(t.Context(), key, "fp", "token", time.Minute)
+	require.Error(t, err, key)
+	assert.Regexp(t, `^redisstore: claim: `, err.Error(), key)
+	assert.False(t, claimed, key)
+	assert.Equal(t, store.Record{}, rec, key)
 }
 
 // TestLongestAbandonedRetention: an abandoned retention as long as a
@@ -262,10 +318,11 @@ func TestConformance(t *testing.T) {
 }
 
 // lossyConn is a connection to the real Redis that loses the reply to the
-// first script call (EVALSHA) written once armed: the call reaches the
-// server and runs, then the connection drops, as a network blip or a
-// proxy's idle kill would do. go-redis then sends the call again on a new
-// connection, as it does by default (MaxRetries 3).
+// first call of the store (a claim's SET, or a script's EVALSHA) written
+// once armed: the call reaches the server and runs, then the connection
+// drops, as a network blip or a proxy's idle kill would do. go-redis then
+// sends the call again on a new connection, as it does by default
+// (MaxRetries 3).
 type lossyConn struct {
 	net.Conn
 	armed   *atomic.Bool
@@ -273,7 +330,9 @@ type lossyConn struct {
 }
 
 func (c *lossyConn) Write(b []byte) (int, error) {
-	if bytes.Contains(bytes.ToLower(b), []byte("evalsha")) && c.armed.CompareAndSwap(true, false) {
+	lower := bytes.ToLower(b)
+	call := bytes.Contains(lower, []byte("evalsha")) || bytes.Contains(lower, []byte("$3\r\nset\r\n"))
+	if call && c.armed.CompareAndSwap(true, false) {
 		c.dropped = true
 	}
 	return c.Conn.Write(b)

@@ -32,13 +32,14 @@ func TestWatchConformance(t *testing.T) {
 
 // TestWatchPublishes: on a server of the test's own, so that INFO
 // commandstats counts the store's commands only, a first request that
-// nobody waits for still costs 8 commands and publishes nothing, and the
+// nobody waits for still costs 5 commands and publishes nothing, and the
 // complete or release of a key that one or several watchers wait for
 // publishes exactly once and wakes them all.
 func TestWatchPublishes(t *testing.T) {
 	client := startRedis(t, freePort(t), "").client(t)
 	require.NoError(t, redisstore.LoadScripts(t.Context(), client))
 	s, _ := newStore(t, client)
+	claim(t, s, "warm-up") // a connection's first pipeline sends HELLO again
 	ctx := t.Context()
 	for _, tc := range []struct {
 		name     string
@@ -76,7 +77,7 @@ func TestWatchPublishes(t *testing.T) {
 			}
 			published = commandWorkOf(t, client)["spublish"].calls - published
 			if tc.watchers == 0 {
-				assert.Equal(t, int64(8), serverWorkOf(t, client).since(before).calls, "commands of a first request nobody waits for")
+				assert.Equal(t, int64(5), serverWorkOf(t, client).since(before).calls, "commands of a first request nobody waits for")
 				assert.Zero(t, published, "publications")
 				return
 			}
@@ -119,4 +120,52 @@ func requireClosed(t *testing.T, changed <-chan struct{}, why string) {
 			return false
 		}
 	})
+}
+
+// TestTakeoverKeepsTheMark: a watcher of a key whose owner's lease lapses
+// is not woken by the claim that takes the key over, and is woken by that
+// claim's completion, with string records and with hash records alike.
+func TestTakeoverKeepsTheMark(t *testing.T) {
+	for name, opts := range map[string][]redisstore.Option{
+		"string records": nil,
+		"hash records":   {redisstore.WithLegacyLeaseKeys()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, _ := newStore(t, standalone(t), opts...)
+			ctx := t.Context()
+			first, claimed, err := s.Claim(ctx, "k", "fp", "first", 100*time.Millisecond)
+			require.NoError(t, err)
+			require.True(t, claimed)
+			changed := watch(t, s, "k")
+			time.Sleep(300 * time.Millisecond)
+			second, claimed, err := s.Claim(ctx, "k", "fp", "second", time.Minute)
+			require.NoError(t, err)
+			require.True(t, claimed, "the lapsed lease is taken over")
+			require.Greater(t, second.Owner.Fence, first.Owner.Fence)
+			select {
+			case <-changed:
+				t.Fatal("woken by the takeover")
+			case <-time.After(50 * time.Millisecond):
+			}
+			require.NoError(t, s.Complete(ctx, "k", second.Owner, nil, time.Minute))
+			requireClosed(t, changed, "the watcher, by the takeover's completion")
+		})
+	}
+}
+
+// TestWatchOfAHashRecord: a store of string records watching a key that a
+// store of the hash layout holds marks the hash, so that it waits, and is
+// woken by that store's completion.
+func TestWatchOfAHashRecord(t *testing.T) {
+	s, prefix := newStore(t, standalone(t))
+	legacy := redisstore.New(standalone(t), redisstore.WithPrefix(prefix), redisstore.WithLegacyLeaseKeys())
+	owner := claim(t, legacy, "k")
+	changed := watch(t, s, "k")
+	select {
+	case <-changed:
+		t.Fatal("woken while the hash record is in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.NoError(t, legacy.Complete(t.Context(), "k", owner, nil, time.Minute))
+	requireClosed(t, changed, "the hash record's completion")
 }

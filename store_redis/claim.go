@@ -1,0 +1,78 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// claimAtOnce tries to decide a claim of a string-layout record without a
+// script, in one pipeline of two commands: SET NX GET creates the record
+// if the key has none and returns the one it holds otherwise, and PTTL
+// tells the time left on it. A key with no record is claimed (fence 1);
+// a done record, or one in flight under a live lease, is answered. Only
+// what needs a decision written atomically, or a record of another
+// layout, is left to the claim script: decided is then false. The two
+// commands are not atomic together: the SET alone decides what is
+// written and what is answered, and PTTL tells how long the key lives
+// once the SET has run. A change in between (another client's commands
+// may run there) leaves the decision right and can only put the time left
+// off for that answer: a completion makes an in-flight record's lease
+// look as long as the retention, and an expiry followed by a new claim
+// gives a done record the new record's time left.
+func (s *Store) claimAtOnce(ctx context.Context, keys []string, fingerprint, token string, leaseMs, lifeMs int64) (rec store.Record, claimed, decided bool, err error) {
+	var set, ttl *redis.Cmd
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		set = p.Do(ctx, "set", keys[0], encodeInFlight(fingerprint, token, lifeMs-leaseMs), "nx", "get", "px", lifeMs)
+		ttl = p.Do(ctx, "pttl", keys[0])
+		return nil
+	})
+	v, err := set.Text()
+	switch {
+	case errors.Is(err, redis.Nil):
+		owner := store.Lease{Token: token, Fence: 1}
+		return store.Record{State: store.StateInFlight, Fingerprint: fingerprint, Owner: owner, TTL: time.Duration(leaseMs) * time.Millisecond}, true, true, nil
+	case redis.HasErrorPrefix(err, "ERR syntax error"): // a server before 7.0: NX with GET
+		s.atOnce.Store(false)
+		return store.Record{}, false, false, nil
+	case err != nil && refusedSet(err):
+		return store.Record{}, false, false, nil
+	case err != nil:
+		return store.Record{}, false, true, err
+	}
+	r, err := decodeRecord(v)
+	if err != nil {
+		return store.Record{}, false, true, err
+	}
+	left, err := ttl.Int64()
+	if err != nil {
+		return store.Record{}, false, true, err
+	}
+	if r.state != store.StateInFlight {
+		rec, err := r.stored(time.Duration(left) * time.Millisecond)
+		return rec, false, true, err
+	}
+	lease := time.Duration(left-r.abandoned) * time.Millisecond
+	switch {
+	case r.token == "" || lease <= 0: // released or lapsed: a takeover, decided by the script
+		return store.Record{}, false, false, nil
+	case r.token == token: // this claim sent again after its reply was lost
+		owner := store.Lease{Token: token, Fence: r.fence}
+		return store.Record{State: store.StateInFlight, Fingerprint: r.fingerprint, Owner: owner, TTL: lease}, true, true, nil
+	default:
+		rec, err := r.stored(lease)
+		return rec, false, true, err
+	}
+}
+
+// refusedSet reports whether err is the server's refusal of the SET of
+// claimAtOnce that the claim script can get past: the key holds a hash (a
+// record of an earlier layout: WRONGTYPE), or memory is full (OOM; the
+// script still answers a claim that only reads).
+func refusedSet(err error) bool {
+	return redis.HasErrorPrefix(err, "WRONGTYPE") || redis.HasErrorPrefix(err, "OOM")
+}

@@ -1,0 +1,12 @@
+-- record_release: give up the caller's in-flight record so that a retry
+-- may claim the key; follows record_owner.lua. The record stays, in
+-- flight with no token and so no lease, and its expiry unchanged: the
+-- next claim takes it over with the next fencing number. The watchers'
+-- mark goes with the token.
+-- KEYS[3] the record's channel, published on when a watcher marked the record
+-- returns 1 when released, false (nil) when the caller does not hold the key
+redis.call('SET', KEYS[1], encode('1', rec.fence, rec.abandoned, '0', '0', rec.fp, '', '', ''), 'KEEPTTL')
+if rec.waited == '1' then
+  redis.call('SPUBLISH', KEYS[3], '')
+end
+return 1
