@@ -216,24 +216,6 @@ func (m *middleware) handlerStart() time.Time {
 	return time.Now()
 }
 
-// serve tells the observer of the claim that r's call c won (sent at
-// claimedAt), then runs the handler with w, noting in c that it ran and,
-// if the observer needs it, for how long, whether it returns or panics.
-// run and runInTx call it once they will release the key if anything
-// panics, the observer included.
-func (m *middleware) serve(w http.ResponseWriter, r *http.Request, c *call, claimedAt time.Time) {
-	m.storeCalled(r.Context(), StoreClaim, claimedAt, nil)
-	m.waitEnded(r, c, WaitClaimed)
-	started := m.handlerStart()
-	defer func() {
-		c.handlerRan = true
-		if !started.IsZero() {
-			c.handlerTime = time.Since(started)
-		}
-	}()
-	m.next.ServeHTTP(w, r)
-}
-
 // storeStart returns the time a store call starts, if the observer needs it.
 func (m *middleware) storeStart() time.Time {
 	if m.observer.StoreCall == nil {

@@ -141,6 +141,24 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx
 	m.decided(r, c, OutcomeExecuted)
 }
 
+// serve tells the observer of the claim that r's call c won (sent at
+// claimedAt), then runs the handler with w, noting in c that it ran and,
+// if the observer needs it, for how long, whether it returns or panics.
+// run and runInTx call it once they will release the key if anything
+// panics, the observer included.
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, c *call, claimedAt time.Time) {
+	m.storeCalled(r.Context(), StoreClaim, claimedAt, nil)
+	m.waitEnded(r, c, WaitClaimed)
+	started := m.handlerStart()
+	defer func() {
+		c.handlerRan = true
+		if !started.IsZero() {
+			c.handlerTime = time.Since(started)
+		}
+	}()
+	m.next.ServeHTTP(w, r)
+}
+
 // outcomeOf is the outcome of a request whose handler ran under its
 // claim, released or recorded.
 func outcomeOf(released bool) Outcome {
