@@ -106,13 +106,7 @@ func (s *Store) deleteExpiredIn(ctx context.Context, batch int, from, to int64) 
 // WithLogger) and the next round tries again. Every worker may run its own
 // sweeper on the same table: they skip each other's rows and never block.
 func (s *Store) StartSweeper(ctx context.Context, interval time.Duration) <-chan struct{} {
-	if interval < 0 {
-		panic("pgstore: StartSweeper expects interval >= 0")
-	}
-	if interval == 0 {
-		interval = DefaultSweepInterval
-	}
-	return sweeper.Start(ctx, interval, s.sweep)
+	return sweeper.Start(ctx, "pgstore", interval, DefaultSweepInterval, s.sweep)
 }
 
 // sweep reads the table once, sweepPages pages at a time, deleting the

@@ -60,13 +60,7 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 // WithLogger) and the next round tries again. Every process may run its
 // own sweeper on the same file.
 func (s *Store) StartSweeper(ctx context.Context, interval time.Duration) <-chan struct{} {
-	if interval < 0 {
-		panic("sqlitestore: StartSweeper expects interval >= 0")
-	}
-	if interval == 0 {
-		interval = DefaultSweepInterval
-	}
-	return sweeper.Start(ctx, interval, s.sweep)
+	return sweeper.Start(ctx, "sqlitestore", interval, DefaultSweepInterval, s.sweep)
 }
 
 // sweep deletes batches until one comes back short or ctx is done.

@@ -10,8 +10,16 @@ import (
 // Start runs round at once and then every interval, in a goroutine of its
 // own, until ctx is done, and returns a channel that is closed when the
 // goroutine has stopped. A round that outlasts the interval delays the
-// next; rounds never overlap. interval must be positive.
-func Start(ctx context.Context, interval time.Duration, round func(context.Context)) <-chan struct{} {
+// next; rounds never overlap. An interval of 0 means def; a negative one
+// panics with a message that names store, the package whose StartSweeper
+// was called.
+func Start(ctx context.Context, store string, interval, def time.Duration, round func(context.Context)) <-chan struct{} {
+	if interval < 0 {
+		panic(store + ": StartSweeper expects interval >= 0")
+	}
+	if interval == 0 {
+		interval = def
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
