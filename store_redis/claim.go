@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seed43327c4c/idempotency/internal/headercodec"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -34,8 +35,7 @@ func (s *Store) claimAtOnce(ctx context.Context, keys []string, fingerprint, tok
 	v, err := set.Text()
 	switch {
 	case errors.Is(err, redis.Nil):
-		owner := store.Lease{Token: token, Fence: 1}
-		return store.Record{State: store.StateInFlight, Fingerprint: fingerprint, Owner: owner, TTL: time.Duration(leaseMs) * time.Millisecond}, true, true, nil
+		return claimedRecord(fingerprint, token, 1, time.Duration(leaseMs)*time.Millisecond), true, true, nil
 	case redis.HasErrorPrefix(err, "ERR syntax error"): // a server before 7.0: NX with GET
 		s.atOnce.Store(false)
 		return store.Record{}, false, false, nil
@@ -61,12 +61,30 @@ func (s *Store) claimAtOnce(ctx context.Context, keys []string, fingerprint, tok
 	case r.token == "" || lease <= 0: // released or lapsed: a takeover, decided by the script
 		return store.Record{}, false, false, nil
 	case r.token == token: // this claim sent again after its reply was lost
-		owner := store.Lease{Token: token, Fence: r.fence}
-		return store.Record{State: store.StateInFlight, Fingerprint: r.fingerprint, Owner: owner, TTL: lease}, true, true, nil
+		return claimedRecord(fingerprint, token, r.fence, lease), true, true, nil
 	default:
 		rec, err := r.stored(lease)
 		return rec, false, true, err
 	}
+}
+
+// claimedRecord is the record a claim under token won: in flight, with
+// fence and the lease left.
+func claimedRecord(fingerprint, token string, fence int64, left time.Duration) store.Record {
+	return store.Record{State: store.StateInFlight, Fingerprint: fingerprint, Owner: store.Lease{Token: token, Fence: fence}, TTL: left}
+}
+
+// foundRecord is a record a claim found and did not take, with ttl the
+// time left on it; a completed one carries its response, whose header is
+// in headercodec's encoding.
+func foundRecord(state store.State, fingerprint string, fence int64, ttl time.Duration, status int, header, body string) (store.Record, error) {
+	rec := store.Record{State: state, Fingerprint: fingerprint, Owner: store.Lease{Fence: fence}, TTL: ttl}
+	if state != store.StateCompleted {
+		return rec, nil
+	}
+	h, err := headercodec.Decode([]byte(header))
+	rec.Response = &store.Response{Status: status, Header: h, Body: []byte(body)}
+	return rec, err
 }
 
 // refusedSet reports whether err is the server's refusal of the SET of

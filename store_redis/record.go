@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seed43327c4c/idempotency/internal/headercodec"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -100,14 +99,5 @@ func decimal(s string) (int64, bool) {
 // stored returns the store.Record of r, a record this caller did not
 // claim, with ttl the time left on the key.
 func (r record) stored(ttl time.Duration) (store.Record, error) {
-	rec := store.Record{State: r.state, Fingerprint: r.fingerprint, Owner: store.Lease{Fence: r.fence}, TTL: max(ttl, 0)}
-	if r.state != store.StateCompleted {
-		return rec, nil
-	}
-	header, err := headercodec.Decode([]byte(r.header))
-	if err != nil {
-		return store.Record{}, err
-	}
-	rec.Response = &store.Response{Status: r.status, Header: header, Body: []byte(r.body)}
-	return rec, nil
+	return foundRecord(r.state, r.fingerprint, r.fence, max(ttl, 0), r.status, r.header, r.body)
 }

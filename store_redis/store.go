@@ -169,26 +169,15 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 // decodeClaim turns claimScript's reply into what Claim returns.
 func decodeClaim(r *reply, fingerprint, token string) (store.Record, bool, error) {
 	if r.int(0) == 1 {
-		rec := store.Record{
-			State:       store.StateInFlight,
-			Fingerprint: fingerprint,
-			Owner:       store.Lease{Token: token, Fence: r.int(1)},
-			TTL:         time.Duration(r.int(2)) * time.Millisecond,
-		}
-		return rec, true, r.err()
+		return claimedRecord(fingerprint, token, r.int(1), time.Duration(r.int(2))*time.Millisecond), true, r.err()
 	}
-	rec := store.Record{
-		State:       store.State(r.int(1)),
-		Fingerprint: r.str(2),
-		Owner:       store.Lease{Fence: r.int(3)},
-		TTL:         time.Duration(r.int(4)) * time.Millisecond,
-	}
-	if rec.State != store.StateCompleted {
+	state, fp, fence, ttl := store.State(r.int(1)), r.str(2), r.int(3), time.Duration(r.int(4))*time.Millisecond
+	if state != store.StateCompleted { // the reply has no response
+		rec, _ := foundRecord(state, fp, fence, ttl, 0, "", "")
 		return rec, false, r.err()
 	}
 	status, err := strconv.Atoi(r.str(5))
-	header, herr := headercodec.Decode([]byte(r.str(6)))
-	rec.Response = &store.Response{Status: status, Header: header, Body: []byte(r.str(7))}
+	rec, herr := foundRecord(state, fp, fence, ttl, status, r.str(6), r.str(7))
 	return rec, false, errors.Join(r.err(), err, herr)
 }
 
