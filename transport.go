@@ -5,7 +5,9 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/json"
+	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -108,7 +110,7 @@ func (t *transport) send(req *http.Request, getBody func() (io.ReadCloser, error
 			return resp, err
 		}
 		wait := max(delay/2+rand.N(delay/2+1), after)
-		if time.Since(start)+wait > t.maxElapsed {
+		if wait > t.maxElapsed-time.Since(start) { // not a sum: a far Retry-After would overflow it
 			return resp, err
 		}
 		if resp != nil {
@@ -185,12 +187,17 @@ func problemType(resp *http.Response) string {
 	return p.Type
 }
 
-// retryAfter parses a Retry-After header, in seconds or as an HTTP date.
+// retryAfter parses a Retry-After header, in seconds or as an HTTP date;
+// a wait longer than a time.Duration holds is the longest one.
 func retryAfter(v string) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.Atoi(v); err == nil && s > 0 {
+	s, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange) && s > 0, err == nil && s > int64(math.MaxInt64/time.Second):
+		return math.MaxInt64
+	case err == nil && s > 0:
 		return time.Duration(s) * time.Second
 	}
 	if at, err := http.ParseTime(v); err == nil {

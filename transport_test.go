@@ -221,6 +221,22 @@ func TestTransportBudget(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a wait past the budget is not started")
 		require.Len(t, base.attempts(), 1)
 	})
+	// A Retry-After too far off for a time.Duration, as seconds or as a
+	// date, is past any budget: the answer is returned at once, neither
+	// waited for nor retried early.
+	for _, after := range []string{"9999999999", "99999999999999999999", "Fri, 31 Dec 9999 23:59:59 GMT"} {
+		t.Run("retry after "+after, func(t *testing.T) {
+			base := &scriptedBase{answers: []func(*http.Request) (*http.Response, error){
+				answer(http.StatusServiceUnavailable, "", "Retry-After", after), answer(http.StatusOK, ""),
+			}}
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			resp, err := postThrough(t, idempotency.NewTransport(base, fast), nil, func(r *http.Request) { *r = *r.WithContext(ctx) })
+			require.NoError(t, err)
+			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			require.Len(t, base.attempts(), 1)
+		})
+	}
 	t.Run("attempts", func(t *testing.T) {
 		base := &scriptedBase{answers: []func(*http.Request) (*http.Response, error){transportError}}
 		_, err := postThrough(t, idempotency.NewTransport(base, fast, idempotency.TransportMaxAttempts(4)), nil)
