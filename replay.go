@@ -11,7 +11,10 @@ const replayedHeader = "Idempotent-Replayed"
 
 // replay writes a stored response: its status, its replayable headers and
 // its body, plus Idempotent-Replayed: true. Headers are checked again here,
-// in case another process with a longer allow-list stored the record. The
+// in case another process with a longer allow-list stored the record. A
+// replayable header that is in w.Header() (a middleware outside this one
+// set it) but not in the record is removed: the handler removed it, so
+// the first response went without it. The
 // header values are copied, because the store may share its response with
 // every duplicate and a middleware outside this one may change the values
 // it finds in w.Header() in place: into one array with the replay mark,
@@ -21,6 +24,11 @@ const replayedHeader = "Idempotent-Replayed"
 func (m *middleware) replay(w http.ResponseWriter, resp *store.Response) {
 	copies := make([]string, 0, len(resp.Header)+1)
 	h := w.Header()
+	for name := range h {
+		if _, stored := resp.Header[name]; !stored && m.replayable(name) {
+			delete(h, name)
+		}
+	}
 	for name, values := range resp.Header {
 		switch {
 		case !m.replayable(name):

@@ -116,6 +116,32 @@ func TestReplayedHeadersAreCopies(t *testing.T) {
 	require.Equal(t, "/payments/1", post(mw, "k", "{}").Header.Get("Location"))
 }
 
+// TestReplayLeavesOutHeadersTheHandlerRemoved: a replayable header that a
+// middleware outside this one sets and the handler removes was not in the
+// first response, so it is not in the replay either, whatever the outer
+// middleware sets again: a Cache-Control, and a Content-Type in place of
+// the one net/http sniffed from the body.
+func TestReplayLeavesOutHeadersTheHandlerRemoved(t *testing.T) {
+	mw := idempotency.New()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Del("Cache-Control")
+		w.Header().Del("Content-Type")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("<html><body>paid</body></html>"))
+	}))
+	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Content-Type", "application/json")
+		mw.ServeHTTP(w, r)
+	})
+	first := post(outer, "k", "{}")
+	replay := post(outer, "k", "{}")
+	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	require.Empty(t, first.Header.Values("Cache-Control"))
+	for _, name := range []string{"Cache-Control", "Content-Type"} {
+		require.Equal(t, first.Header.Values(name), replay.Header.Values(name), name)
+	}
+}
+
 // TestReplayKeepsRepresentationHeaders: the headers that say how to read
 // the stored bytes are replayed with them: Content-Encoding of a body a
 // compressing middleware inside this one gzipped, Content-Range of a 206
