@@ -19,15 +19,15 @@ import (
 // exclusively (a claim held by a transaction, see TxStore) or shared
 // (Claim).
 //
-//   - guard: before anything touches the row, the statement tries the
+//   - "Guard": before anything touches the row, the statement tries the
 //     transaction-level advisory lock of the key, without waiting. A
 //     transactional claim holds it exclusively until its transaction ends,
 //     so while one is open every other claim of the key fails to take it,
 //     and then inserts and updates nothing: it only reads the committed
 //     row, as the last part below does. Shared holders (plain claims) do
 //     not exclude each other.
-//   - inserted: the key is free, so the row is created (fence 1);
-//   - taken: the row exists but has expired on the database's clock, so it
+//   - "Inserted": the key is free, so the row is created (fence 1);
+//   - "Taken": the row exists but has expired on the database's clock, so it
 //     is taken over; an in-flight row's fence is raised, a finished row past
 //     its retention starts again at 1;
 //   - otherwise the existing row is read and nothing changes. A plain
@@ -68,40 +68,44 @@ import (
 // statement's own statement_timestamp() is not: it is taken before the
 // snapshot, and a claim that committed in between would show more time
 // left than its lease.
+//
+// Its WITH queries have quoted names in mixed case, which no table
+// WithTable accepts can have: a table named as one, unqualified, would
+// otherwise be read as that query.
 const claimSQL = `
-WITH guard AS MATERIALIZED (
+WITH "Guard" AS MATERIALIZED (
     SELECT CASE WHEN $6::boolean THEN pg_try_advisory_xact_lock(lock.number)
                 ELSE pg_try_advisory_xact_lock_shared(lock.number) END AS held
     FROM (SELECT ` + claimLockSQL + `$5::bigint AS number) AS lock
-), inserted AS (
+), "Inserted" AS (
     INSERT INTO idempotency_keys AS t (key, fingerprint, state, token, fence, expires_at)
     SELECT $1::bytea, $2::bytea, 1, $3::bytea, 1, statement_timestamp() + $4::bigint * interval '1 microsecond'
-    FROM guard WHERE guard.held
+    FROM "Guard" WHERE "Guard".held
     ON CONFLICT (key) DO NOTHING
     RETURNING t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at
-), taken AS (
+), "Taken" AS (
     UPDATE idempotency_keys AS t
     SET fingerprint = $2, state = 1, token = $3,
         fence = CASE WHEN t.state = 1 THEN t.fence + 1 ELSE 1 END,
         status = NULL, header = NULL, body = NULL,
         expires_at = statement_timestamp() + $4::bigint * interval '1 microsecond'
     WHERE t.key = $1 AND t.expires_at <= statement_timestamp()
-      AND (SELECT held FROM guard) AND NOT EXISTS (SELECT FROM inserted)
+      AND (SELECT held FROM "Guard") AND NOT EXISTS (SELECT FROM "Inserted")
     RETURNING t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at
 )
-SELECT guard.held, coalesce(r.claimed, false) AS claimed, coalesce(r.state, 0) AS state,
+SELECT "Guard".held, coalesce(r.claimed, false) AS claimed, coalesce(r.state, 0) AS state,
        r.fingerprint, coalesce(r.fence, 0) AS fence, r.status, r.header, r.body,
        coalesce((extract(epoch FROM r.expires_at - CASE WHEN r.claimed THEN statement_timestamp()
                                                          ELSE clock_timestamp() END) * 1000000)::bigint, 0) AS ttl
-FROM guard LEFT JOIN (
-    SELECT true AS claimed, * FROM inserted
+FROM "Guard" LEFT JOIN (
+    SELECT true AS claimed, * FROM "Inserted"
     UNION ALL
-    SELECT true, * FROM taken
+    SELECT true, * FROM "Taken"
     UNION ALL
     SELECT NOT $6::boolean AND t.state = 1 AND t.token = $3::bytea AND t.expires_at > statement_timestamp(),
            t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at
     FROM idempotency_keys AS t
-    WHERE t.key = $1 AND NOT EXISTS (SELECT FROM inserted) AND NOT EXISTS (SELECT FROM taken)
+    WHERE t.key = $1 AND NOT EXISTS (SELECT FROM "Inserted") AND NOT EXISTS (SELECT FROM "Taken")
 ) AS r ON true`
 
 // claimLockSQL, followed by a lockHash parameter, is the number of a
