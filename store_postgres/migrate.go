@@ -11,9 +11,10 @@ import (
 // upgrades a table an earlier version of this package created (upgrade.sql:
 // the key column to 32 bytes, no expiry index), and otherwise changes
 // nothing. It runs in one transaction holding a transaction-scoped advisory
-// lock derived from the table name, so any number of workers may call it at
-// start-up at once: one creates or upgrades the table, rewriting every row
-// in that transaction, and the others wait for it and find it current.
+// lock, one for every table, so any number of workers may call it at
+// start-up at once, however each names the table: one creates or upgrades
+// the table, rewriting every row in that transaction, and the others wait
+// for it and find it current.
 // Processes running an earlier version fail on an upgraded table (their
 // keys are refused), so stop them before the upgrade.
 //
@@ -24,8 +25,7 @@ import (
 // current, Claim and BeginClaim refuse to claim on it.
 func (s *Store) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
-			"pgstore migrate "+s.name); err != nil {
+		if _, err := tx.Exec(ctx, migrateLockSQL); err != nil {
 			return err
 		}
 		var exists, current bool
@@ -46,6 +46,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	return nil
 }
+
+// migrateLockSQL takes the lock every Migrate holds: one for the whole
+// database, not one a table, since one table has several names (with its
+// schema or without, through each connection's search_path), and the
+// migrations of different tables are rare enough to wait for each other.
+const migrateLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('pgstore migrate', 0))`
 
 // tableStateSQL tells whether the table $1 exists, and whether it has
 // today's schema (its key_is_sha256 check).

@@ -29,16 +29,20 @@ func testSchema(t *testing.T, p *pgxpool.Pool) string {
 	return schema
 }
 
+// TestMigrateConcurrently: workers that call Migrate at once, half of them
+// naming the table with its schema and half without, all succeed.
 func TestMigrateConcurrently(t *testing.T) {
 	t.Parallel()
 	p := testPool(t)
 	ctx := context.Background()
-	for range 3 {
-		s := New(p, WithTable(testTable(t)))
+	for range 5 {
+		name := testTable(t)
+		s := New(p, WithTable(name))
+		spellings := []*Store{s, New(p, WithTable(name), WithSchema("public"))}
 		t.Cleanup(func() { dropTable(t, s) })
 		const workers = 12
 		errs := make([]error, workers)
-		race(workers, func(i int) { errs[i] = s.Migrate(ctx) })
+		race(workers, func(i int) { errs[i] = spellings[i%2].Migrate(ctx) })
 		for _, err := range errs {
 			require.NoError(t, err)
 		}
