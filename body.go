@@ -11,36 +11,32 @@ import (
 
 var errBodyTooLarge = errors.New("idempotency: request body too large")
 
-// bufferedBody is a request body read whole into memory, handed on to the
-// handler in place of the original.
-type bufferedBody struct {
-	bytes.Reader
-	data []byte
-}
+// bufferedBody reads a request body that the middleware has read whole
+// into memory, in place of the original: the handler's body, and the one
+// the scope, route and fingerprint functions may read.
+type bufferedBody struct{ bytes.Reader }
 
 func (b *bufferedBody) Close() error { return nil }
 
-func (b *bufferedBody) contents() []byte { return b.data }
+// newBufferedBody returns a bufferedBody that reads data from its start.
+func newBufferedBody(data []byte) *bufferedBody {
+	b := new(bufferedBody)
+	b.Reset(data)
+	return b
+}
 
-// rewind makes the next read start again at the first byte.
-func (b *bufferedBody) rewind() { b.Reset(b.data) }
-
-// read reads r's whole body into b, at most limit bytes. A longer body, by
-// its Content-Length or by what arrives, is errBodyTooLarge; so is a body
-// that an http.MaxBytesReader around it (an outer, smaller limit) cut off.
-func (b *bufferedBody) read(r *http.Request, limit int64) error {
+// readBody reads r's whole body, at most limit bytes; a request without a
+// body reads as empty (nil). A longer body, by its Content-Length or by
+// what arrives, is errBodyTooLarge; so is a body that an
+// http.MaxBytesReader around it (an outer, smaller limit) cut off.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
-		return errBodyTooLarge
+		return nil, errBodyTooLarge
 	}
-	if r.Body != nil && r.Body != http.NoBody {
-		data, err := readAtMost(r.Body, r.ContentLength, limit)
-		if err != nil {
-			return err
-		}
-		b.data = data
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
 	}
-	b.rewind()
-	return nil
+	return readAtMost(r.Body, r.ContentLength, limit)
 }
 
 // firstRead is the most readAtMost allocates before body bytes arrive: an

@@ -55,6 +55,32 @@ func TestBodyReadByAScopeReachesTheHandlerWhole(t *testing.T) {
 	require.Equal(t, "tenant=t1&amount=5", got)
 }
 
+// TestBodyReadBeforeTheClaim: the scope, route and fingerprint functions
+// each read the whole body from r.Body, and the handler then gets it
+// whole too.
+func TestBodyReadBeforeTheClaim(t *testing.T) {
+	const body = `{"amount":5}`
+	var seen string
+	readBody := func(r *http.Request) string {
+		b, _ := io.ReadAll(r.Body)
+		seen = string(b)
+		return "t1"
+	}
+	for name, opt := range map[string]idempotency.Option{
+		"scope":       idempotency.WithScope(readBody),
+		"route":       idempotency.WithRoute(readBody),
+		"fingerprint": idempotency.WithFingerprint(func(r *http.Request, _ []byte) string { return readBody(r) }),
+	} {
+		t.Run(name, func(t *testing.T) {
+			seen = ""
+			resp := post(idempotency.New(opt)(&paymentHandler{}), "k", body)
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			require.Equal(t, body, seen, "what the function read")
+			require.Equal(t, body, readAll(t, resp), "what the handler read")
+		})
+	}
+}
+
 // TestRequestWithoutABodyKeepsNoBody: a protected request that has no
 // body reaches the handler with http.NoBody, as it does without a key.
 func TestRequestWithoutABodyKeepsNoBody(t *testing.T) {

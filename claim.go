@@ -58,8 +58,9 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 	claimedAt, sent := m.storeStart(), m.cache.now()
 	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), c.key, c.fingerprint, token)
 	if tx != nil && err == nil {
-		c.fence = rec.Owner.Fence
-		m.runInTx(w, withCall(r, txCtx, c), c, tx, claimedAt) // reports the claim
+		cc, hr := newClaimedCall(r, txCtx, c)
+		cc.fence = rec.Owner.Fence
+		m.runInTx(w, hr, cc, tx, claimedAt) // reports the claim
 		return true
 	}
 	m.storeCalled(r.Context(), StoreClaim, claimedAt, err)

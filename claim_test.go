@@ -135,8 +135,11 @@ func TestStoreDown(t *testing.T) {
 		mw := idempotency.New(idempotency.WithStore(s), idempotency.WithFailOpen(),
 			idempotency.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))(h)
 		s.down.Store(true)
-		require.Equal(t, http.StatusCreated, post(mw, "k", "{}").StatusCode)
-		require.Equal(t, http.StatusCreated, post(mw, "k", "{}").StatusCode)
+		for range 2 {
+			resp := post(mw, "k", `{"amount":5}`)
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			require.Equal(t, `{"amount":5}`, readAll(t, resp), "the handler got the body")
+		}
 		require.EqualValues(t, 2, h.runs.Load())
 		require.Contains(t, logs.String(), "running handler unprotected")
 		require.Contains(t, logs.String(), "idempotency: store error")

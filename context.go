@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
+	"sync/atomic"
 )
 
 // Key is what a handler knows of the key its request runs under, as
@@ -44,11 +45,11 @@ type callKey struct{}
 // unprotected because the store was unreachable (WithFailOpen). It does
 // not allocate.
 func FromContext(ctx context.Context) (Key, bool) {
-	c, ok := ctx.Value(callKey{}).(*call)
+	x, ok := ctx.Value(callKey{}).(*callContext)
 	if !ok {
 		return Key{}, false
 	}
-	return Key{Client: c.clientKey, Fence: c.fence, storage: c.key}, true
+	return Key{Client: x.c.clientKey, Fence: x.c.fence, storage: x.c.key}, true
 }
 
 // DoNotRecord tells the middleware not to record the response of the
@@ -60,22 +61,28 @@ func FromContext(ctx context.Context) (Key, bool) {
 // a request running under a claimed key (see FromContext); otherwise it
 // does nothing.
 func DoNotRecord(ctx context.Context) bool {
-	c, ok := ctx.Value(callKey{}).(*call)
+	x, ok := ctx.Value(callKey{}).(*callContext)
 	if ok {
-		c.doNotRecord.Store(true)
+		x.doNotRecord.Store(true)
 	}
 	return ok
 }
 
-// withCall returns the request c's handler gets: a copy of r with context
-// ctx and c in it (FromContext). The context and the copy are c's own,
-// allocated with it: a call runs its handler at most once, so withCall is
-// called at most once for it.
-func withCall(r *http.Request, ctx context.Context, c *call) *http.Request {
-	h := &c.handler
-	h.ctx = callContext{Context: ctx, c: c}
+// newClaimedCall moves c, whose request r claimed its key, into a
+// claimedCall of its own, and returns it with the request its handler
+// gets: a copy of r with context ctx and the call in it (FromContext),
+// reading the buffered body. A call runs its handler at most once, so it
+// is moved at most once.
+func newClaimedCall(r *http.Request, ctx context.Context, c *call) (*claimedCall, *http.Request) {
+	cc := &claimedCall{call: *c}
+	h := &cc.handler
+	h.ctx = callContext{Context: ctx, c: &cc.call}
 	h.req = *r.WithContext(&h.ctx) // inlined: the copy WithContext makes stays on the stack
-	return &h.req
+	if r.Body != http.NoBody {
+		cc.handlerBody.Reset(cc.call.body) // a nil body (a request made in the process) reads as empty
+		h.req.Body = &cc.handlerBody
+	}
+	return cc, &h.req
 }
 
 // handlerRequest is a claimed call's request and its context, side by side.
@@ -85,15 +92,17 @@ type handlerRequest struct {
 }
 
 // callContext is a context that adds its call, under callKey, to its
-// parent's values, as context.WithValue would in an allocation of its own.
+// parent's values, as context.WithValue would in an allocation of its own,
+// with the call's DoNotRecord.
 type callContext struct {
 	context.Context
-	c *call
+	c           *call
+	doNotRecord atomic.Bool // set by the handler or job (DoNotRecord)
 }
 
 func (x *callContext) Value(key any) any {
 	if key == (callKey{}) {
-		return x.c
+		return x
 	}
 	return x.Context.Value(key)
 }

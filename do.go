@@ -156,9 +156,9 @@ func stored(rec store.Record) (result []byte, err error, done bool) {
 // outcome returns the response that records fn's result and error, or nil
 // if its key is released instead: an error not marked final, or a
 // DoNotRecord in fn.
-func outcome(c *call, result []byte, err error) *store.Response {
+func outcome(ctx *callContext, result []byte, err error) *store.Response {
 	switch {
-	case c.doNotRecord.Load(), err != nil && !IsFinal(err):
+	case ctx.doNotRecord.Load(), err != nil && !IsFinal(err):
 		return nil
 	case err != nil:
 		return &store.Response{Status: doFinalStatus, Body: []byte(err.Error())}

@@ -45,7 +45,7 @@ func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) (
 	decided = true
 	keeper.stop(&r.lease)
 
-	resp := outcome(&r.c, result, err)
+	resp := outcome(&r.ctx, result, err)
 	if resp == nil {
 		r.release(owner)
 		if errors.Is(context.Cause(fnCtx), ErrLeaseLost) {
@@ -89,17 +89,17 @@ func (r *jobRun) renewalFailed(err error) {
 // then commits its outcome with fn's writes, or rolls both back. A panic
 // of fn rolls back and goes on.
 func (j *job) runInTx(ctx, txCtx context.Context, owner store.Lease, tx store.Tx) ([]byte, error) {
-	c := &call{key: j.key, clientKey: j.clientKey, fence: owner.Fence}
+	fnCtx := &callContext{Context: txCtx, c: &call{key: j.key, clientKey: j.clientKey, fence: owner.Fence}}
 	decided := false
 	defer func() {
 		if !decided { // fn panicked
 			j.rollback(ctx, tx)
 		}
 	}()
-	result, err := j.fn(&callContext{Context: txCtx, c: c})
+	result, err := j.fn(fnCtx)
 	decided = true
 
-	resp := outcome(c, result, err)
+	resp := outcome(fnCtx, result, err)
 	if resp == nil {
 		j.rollback(ctx, tx)
 		return result, err

@@ -28,7 +28,6 @@ package idempotency
 import (
 	"errors"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/seed43327c4c/idempotency/httpx"
@@ -77,29 +76,37 @@ type middleware struct {
 	leases leaseKeeper
 }
 
-// call is one protected request on its way through the middleware. Its
-// parts share one allocation: the buffered body, and for a request that
-// claims its key, the recorder, the lease and the stored response the
-// handler runs under.
+// call is one protected request on its way through the middleware, from
+// the reading of its body to its outcome. ServeHTTP keeps it in its own
+// frame; a request that claims its key moves it into a claimedCall, for
+// its handler's run (newClaimedCall), so that a duplicate answered from a
+// record allocates nothing for a run it does not make.
 type call struct {
 	key         string // storage key: scope, method, route and client key
 	clientKey   string
 	fingerprint string
-	token       string      // the owner token of this request's claims
-	fence       int64       // of the claim the handler runs under
-	doNotRecord atomic.Bool // set by the handler (DoNotRecord)
-	waiting     bool        // the key was found in flight, and the request waits (WithWait)
-	handlerRan  bool        // for the observer (WithObserver), with handlerTime
-	waitStart   sinceEpoch  // of the wait, if waiting
+	token       string     // the owner token of this request's claims
+	body        []byte     // read whole (see readBody)
+	fence       int64      // of the claim the handler runs under
+	waiting     bool       // the key was found in flight, and the request waits (WithWait)
+	handlerRan  bool       // for the observer (WithObserver), with handlerTime
+	waitStart   sinceEpoch // of the wait, if waiting
 	handlerTime time.Duration
-	body        bufferedBody
+}
+
+// claimedCall is a call whose request claimed its key, with what its
+// handler runs under, in one allocation: the handler's request and body,
+// the recorder, the lease and the stored response.
+type claimedCall struct {
+	call
+	handlerBody bufferedBody // the handler's request body, over call.body
 	rec         httpx.Recorder
 	lease       heldLease
 	holder      requestLease // of lease
 	stored      store.Response
 	record      detachedDeadline // the first record call's context (see recordContext)
 	recordUsed  bool
-	handler     handlerRequest // the request the handler gets (see withCall)
+	handler     handlerRequest // the request the handler gets
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -127,23 +134,23 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	c := &call{clientKey: clientKey}
-	err = c.body.read(r, m.maxBodyBytes)
+	c := call{clientKey: clientKey}
+	c.body, err = readBody(r, m.maxBodyBytes)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		drainRefused(w, r)
 		m.writeProblem(w, r, problemBodyTooLarge)
-		m.decided(r, c, OutcomeBodyTooLarge)
+		m.decided(r, &c, OutcomeBodyTooLarge)
 		return
 	case err != nil:
 		m.writeProblem(w, r, problemBodyUnreadable)
-		m.decided(r, c, OutcomeRequestInterrupted)
+		m.decided(r, &c, OutcomeRequestInterrupted)
 		return
 	}
-	if r.Body != http.NoBody {
-		r.Body = &c.body // a nil body (a request made in the process) reads as empty
+	if m.readsRequest() && r.Body != http.NoBody {
+		r.Body = newBufferedBody(c.body) // a nil body (a request made in the process) reads as empty
 	}
-	fingerprintBody := c.body.contents()
+	fingerprintBody := c.body
 	if m.canonicalJSON {
 		fingerprintBody = canonicalJSON(r, fingerprintBody)
 	}
@@ -153,12 +160,18 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if scope == "" && m.scopeRequired {
 		m.writeProblem(w, r, problemScopeMissing)
-		m.decided(r, c, OutcomeScopeMissing)
+		m.decided(r, &c, OutcomeScopeMissing)
 		return
 	}
 	c.setStrings(m, r, scope, fingerprintBody)
-	c.body.rewind() // the scope, route or fingerprint function may have read r.Body
-	m.claim(w, r, c)
+	m.claim(w, r, &c)
+}
+
+// readsRequest reports whether a function of the user's gets the request
+// before the claim (WithScope, WithRoute, WithFingerprint), which may read
+// its body: r.Body then reads the buffered body.
+func (m *middleware) readsRequest() bool {
+	return m.scope != nil || m.route != nil || m.fingerprint != nil
 }
 
 // setStrings sets c's storage key, fingerprint and owner token, the first

@@ -196,9 +196,12 @@ func scopeOf(key string) string {
 }
 
 // unprotected runs the handler for r without a claim, the request's
-// outcome (a key missing, or a store failed open); c is nil for a request
-// without a key.
+// outcome (a key missing, or a store failed open), reading c's buffered
+// body; c is nil for a request without a key, whose body is unread.
 func (m *middleware) unprotected(w http.ResponseWriter, r *http.Request, c *call, outcome Outcome) {
+	if c != nil && r.Body != http.NoBody {
+		r.Body = newBufferedBody(c.body)
+	}
 	started := m.handlerStart()
 	m.next.ServeHTTP(w, r)
 	if m.observer.Request != nil {

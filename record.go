@@ -16,9 +16,9 @@ import (
 // wrote a 2xx or 3xx, whatever the record policy says. A hijacked
 // connection is recorded, and the policy is not asked about it. A handler
 // that called DoNotRecord is always released.
-func (m *middleware) releases(r *http.Request, c *call, status int, ended, hijacked bool) bool {
+func (m *middleware) releases(r *http.Request, c *claimedCall, status int, ended, hijacked bool) bool {
 	switch {
-	case c.doNotRecord.Load():
+	case c.handler.ctx.doNotRecord.Load():
 		return true
 	case hijacked:
 		return false
@@ -61,7 +61,7 @@ func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) store.
 // but not replayable, and keeps the record in the replay cache once the
 // store has it. It runs even if the client has gone away, within the
 // record timeout.
-func (m *middleware) complete(r *http.Request, c *call, owner store.Lease, resp *store.Response) {
+func (m *middleware) complete(r *http.Request, c *claimedCall, owner store.Lease, resp *store.Response) {
 	ctx := m.recordContext(r, c)
 	defer ctx.stop()
 	started, sent := m.storeStart(), m.cache.now()
@@ -71,7 +71,7 @@ func (m *middleware) complete(r *http.Request, c *call, owner store.Lease, resp 
 		m.errorHandler(r, fmt.Errorf("idempotency: complete: %w", err))
 		return
 	}
-	m.cache.put(c.key, m.cache.completed(c, resp), sent, m.retention)
+	m.cache.put(c.key, m.cache.completed(&c.call, resp), sent, m.retention)
 }
 
 // release frees c's claim, if still ours, so a retry may run. A release
@@ -79,7 +79,7 @@ func (m *middleware) complete(r *http.Request, c *call, owner store.Lease, resp 
 // perhaps taken over, while the handler ran) is reported, as a refused
 // complete is: the handler may have run beside another. Like complete, it
 // runs within the record timeout even if the client has gone away.
-func (m *middleware) release(r *http.Request, c *call, owner store.Lease) {
+func (m *middleware) release(r *http.Request, c *claimedCall, owner store.Lease) {
 	ctx := m.recordContext(r, c)
 	defer ctx.stop()
 	started := m.storeStart()
@@ -92,7 +92,7 @@ func (m *middleware) release(r *http.Request, c *call, owner store.Lease) {
 
 // rollback abandons the transaction of c's request, which must not be
 // recorded, within the record timeout.
-func (m *middleware) rollback(r *http.Request, c *call, tx store.Tx) {
+func (m *middleware) rollback(r *http.Request, c *claimedCall, tx store.Tx) {
 	ctx := m.recordContext(r, c)
 	defer ctx.stop()
 	started := m.storeStart()
@@ -110,7 +110,7 @@ func (m *middleware) rollback(r *http.Request, c *call, tx store.Tx) {
 // answering holds the request no longer than that. The caller must call
 // stop when the call returns. The first is c's own, allocated with it; any
 // later one is new, since a store may still hold an earlier one.
-func (m *middleware) recordContext(r *http.Request, c *call) *detachedDeadline {
+func (m *middleware) recordContext(r *http.Request, c *claimedCall) *detachedDeadline {
 	timeout := cmp.Or(m.recordTimeout, m.lease)
 	if c.recordUsed {
 		return newDetachedDeadline(r.Context(), timeout)

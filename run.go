@@ -9,9 +9,10 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// run runs the handler for a request whose key this process has just
-// claimed under owner (the claim was sent at claimedAt), renewing the lease
-// while it runs, with c in its context (FromContext), then records or
+// run runs the handler for r, whose key this process has just claimed
+// under owner (the claim was sent at claimedAt), with r's call, claimed,
+// moved into a claimedCall of its own and in the handler's context
+// (FromContext), renewing the lease while it runs, then records or
 // releases the key:
 //   - a panic of the handler or of the record policy releases the key so a
 //     retry may run; the panic is re-raised;
@@ -28,14 +29,14 @@ import (
 //     client (it hung up, or a timeout handler outside took over) marks the
 //     key done but not replayable;
 //   - any other response is stored for replay.
-func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner store.Lease, claimedAt time.Time) {
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, owner store.Lease, claimedAt time.Time) {
+	c, r := newClaimedCall(r, r.Context(), claimed)
 	rec := &c.rec
 	rec.Reset(w, m.maxResponseBytes)
 	if r.Method == http.MethodHead {
 		rec.ForHead()
 	}
 	c.fence = owner.Fence
-	r = withCall(r, r.Context(), c)
 	lease := &c.lease
 	c.holder = requestLease{m: m, r: r}
 	m.leases.keep(lease, &c.holder, m.store, c.key, owner, claimedAt)
@@ -48,9 +49,9 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 		// deferred call runs while panicking.
 		m.leases.stop(lease)
 		m.release(r, c, owner)
-		m.decided(r, c, OutcomeReleased)
+		m.decided(r, &c.call, OutcomeReleased)
 	}()
-	m.serve(rec, r, c, claimedAt)
+	m.serve(rec, r, &c.call, claimedAt)
 	ended := r.Context().Err() != nil
 	release := m.releases(r, c, rec.Status(), ended, rec.Hijacked())
 	decided = true
@@ -72,7 +73,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 		m.complete(r, c, owner, &c.stored)
 	}
 	rec.Release() // the store has copied what it keeps of the response
-	m.decided(r, c, outcomeOf(release))
+	m.decided(r, &c.call, outcomeOf(release))
 }
 
 // runInTx runs the handler inside the claim's transaction, with c in its
@@ -92,16 +93,16 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, c *call, owner 
 //     answer within the record timeout, the client gets 503 instead; a
 //     retry with the same key runs the request, or, if the commit did land
 //     before its connection was lost, replays it.
-func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx store.Tx, claimedAt time.Time) {
+func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *claimedCall, tx store.Tx, claimedAt time.Time) {
 	held := httpx.NewHeld(w)
 	decided := false
 	defer func() {
 		if !decided { // the handler, the record policy or the observer panicked
 			m.rollback(r, c, tx)
-			m.decided(r, c, OutcomeReleased)
+			m.decided(r, &c.call, OutcomeReleased)
 		}
 	}()
-	m.serve(held, r, c, claimedAt)
+	m.serve(held, r, &c.call, claimedAt)
 	status := held.Status()
 	if !held.Wrote() {
 		status = 0 // as run sees it: 200 only if the request was not cut short
@@ -117,7 +118,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx
 		} else {
 			held.Send()
 		}
-		m.decided(r, c, OutcomeReleased)
+		m.decided(r, &c.call, OutcomeReleased)
 		return
 	}
 	var resp *store.Response
@@ -133,12 +134,12 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *call, tx
 	if err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))
 		m.writeRetryableProblem(w, r, problemCommitFailed)
-		m.decided(r, c, OutcomeStoreUnavailable)
+		m.decided(r, &c.call, OutcomeStoreUnavailable)
 		return
 	}
-	m.cache.put(c.key, m.cache.completed(c, resp), sent, m.retention)
+	m.cache.put(c.key, m.cache.completed(&c.call, resp), sent, m.retention)
 	held.Send()
-	m.decided(r, c, OutcomeExecuted)
+	m.decided(r, &c.call, OutcomeExecuted)
 }
 
 // serve tells the observer of the claim that r's call c won (sent at
