@@ -9,6 +9,9 @@
 -- ARGV[5] status, ARGV[6] encoded header, ARGV[7] body (empty when unreplayable)
 -- ARGV[8] '1' when the lease key of the two-key layout is written too
 -- returns 1 when completed, false (nil) when the caller does not hold the key
-redis.call('HSET', KEYS[1], 'state', ARGV[4], 'status', ARGV[5], 'header', ARGV[6], 'body', ARGV[7], 'token', '')
+-- The PEXPIRE comes first: when memory is full, Redis refuses a script's
+-- first write that may grow it (the HSET), but not one after another
+-- write, so the response is kept rather than lost.
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('HSET', KEYS[1], 'state', ARGV[4], 'status', ARGV[5], 'header', ARGV[6], 'body', ARGV[7], 'token', '')
 local twoKey = ARGV[8]

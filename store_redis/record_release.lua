@@ -5,7 +5,13 @@
 -- mark goes with the token.
 -- KEYS[3] the record's channel, published on when a watcher marked the record
 -- returns 1 when released, false (nil) when the caller does not hold the key
-redis.call('SET', KEYS[1], encode('1', rec.fence, rec.abandoned, '0', '0', rec.fp, '', '', ''), 'KEEPTTL')
+local released = encode('1', rec.fence, rec.abandoned, '0', '0', rec.fp, '', '', '')
+if redis.pcall('SET', KEYS[1], released, 'KEEPTTL').err then
+  -- Memory is full: as in record_complete.lua, a write Redis allows then
+  -- (the expiry the record has) lets the SET through.
+  redis.call('PEXPIRE', KEYS[1], redis.call('PTTL', KEYS[1]))
+  redis.call('SET', KEYS[1], released, 'KEEPTTL')
+end
 if rec.waited == '1' then
   redis.call('SPUBLISH', KEYS[3], '')
 end

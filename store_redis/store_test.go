@@ -257,6 +257,34 @@ func TestFullMemoryStillReplays(t *testing.T) {
 	require.ErrorContains(t, err, "OOM")
 }
 
+// TestFullMemoryStillRecordsOutcomes: on a server whose memory filled up
+// (maxmemory-policy noeviction) while requests ran, their owners still
+// renew, complete and release their keys, in either layout, so that a
+// duplicate replays the response instead of running the request again
+// once the lease lapses.
+func TestFullMemoryStillRecordsOutcomes(t *testing.T) {
+	for name, opts := range map[string][]redisstore.Option{
+		"string records": nil,
+		"hash records":   {redisstore.WithLegacyLeaseKeys()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client := startRedis(t, freePort(t), "maxmemory-policy noeviction\n").client(t)
+			s := redisstore.New(client, opts...) // on a server of the test's own, gone when it ends
+			ctx := t.Context()
+			paid, refused := claim(t, s, "paid"), claim(t, s, "refused")
+			require.NoError(t, client.ConfigSet(ctx, "maxmemory", "1").Err())
+			require.NoError(t, s.Renew(ctx, "paid", paid, time.Minute))
+			require.NoError(t, s.Release(ctx, "refused", refused))
+			require.NoError(t, s.Complete(ctx, "paid", paid, &store.Response{Status: http.StatusCreated, Body: []byte("paid")}, time.Hour))
+			rec, claimed, err := s.Claim(ctx, "paid", "fp", "another", time.Minute)
+			require.NoError(t, err)
+			require.False(t, claimed)
+			require.NotNil(t, rec.Response)
+			require.Equal(t, "paid", string(rec.Response.Body))
+		})
+	}
+}
+
 // TestLargeFence: a takeover that raises a fencing number to 10^14 writes
 // it in full, so that its owner completes the record and duplicates
 // replay it; the claim script writes the number itself.
