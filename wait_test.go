@@ -110,6 +110,49 @@ func TestWaitEndedDuringAPoll(t *testing.T) {
 	require.EqualValues(t, 1, h.runs.Load())
 }
 
+// TestWaitEndsOnTimeWhileTheStoreStalls: a waiter whose look is still at
+// a store that has stopped answering when its wait's time runs out ends
+// its wait then, as a timeout: 409 key-in-flight, not reported as a store
+// error, neither held until the client gives up. So does Do's wait, with
+// ErrInFlight.
+func TestWaitEndsOnTimeWhileTheStoreStalls(t *testing.T) {
+	const wait = 200 * time.Millisecond
+	t.Run("middleware", func(t *testing.T) {
+		s := &claimFailingStore{Store: store.NewMemory(), answered: 2, fail: stall}
+		errs := &errorLog{}
+		h := &paymentHandler{gate: make(chan struct{})}
+		mw := idempotency.New(idempotency.WithStore(s), idempotency.WithWait(wait), errs.option())(h)
+		done := startFirst(t, mw, h, "k", "{}")
+		requireProblem(t, postWithin(t, 10*wait, mw, "k", "{}"), http.StatusConflict, idempotency.ProblemKeyInFlight)
+		require.Empty(t, errs.all())
+		close(h.gate)
+		<-done
+		require.EqualValues(t, 1, h.runs.Load())
+	})
+	t.Run("Do", func(t *testing.T) {
+		s := &claimFailingStore{Store: store.NewMemory(), answered: 2, fail: stall}
+		finish := make(chan struct{})
+		started := make(chan struct{})
+		first := make(chan error, 1)
+		go func() {
+			_, err := idempotency.Do(context.Background(), s, "k", func(context.Context) ([]byte, error) {
+				close(started)
+				<-finish
+				return []byte("first"), nil
+			})
+			first <- err
+		}()
+		<-started
+		ctx, cancel := context.WithTimeout(t.Context(), 10*wait)
+		defer cancel()
+		_, err := idempotency.Do(ctx, s, "k", func(context.Context) ([]byte, error) { return nil, nil }, idempotency.DoWait(wait))
+		require.ErrorIs(t, err, idempotency.ErrInFlight)
+		require.NoError(t, ctx.Err(), "the wait ended with its own time, not its caller's")
+		close(finish)
+		require.NoError(t, <-first)
+	})
+}
+
 // TestPollWokenByTheStore: with a store.Watcher and fallback polls an hour
 // apart, loops waiting on one key are woken by its completion or release,
 // every one of them: the wake-ups answer them, not the timer. A waiter
