@@ -1,15 +1,11 @@
 package pgstore
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/storetest"
@@ -49,33 +45,6 @@ func TestNamesAreValidatedAndQuoted(t *testing.T) {
 	assert.NotPanics(t, func() { WithTable(strings.Repeat("k", 50)) })
 	assert.NotPanics(t, func() { WithSchema(strings.Repeat("s", 63)) })
 	assert.PanicsWithValue(t, "pgstore: New expects a non-nil pool", func() { New(nil) })
-}
-
-// TestTableNamedAfterAStatementsPart: a table may take the name of a part
-// of the store's statements (their WITH queries), unqualified, on the
-// search path: every operation still reads and writes the table.
-func TestTableNamedAfterAStatementsPart(t *testing.T) {
-	t.Parallel()
-	schema := testSchema(t, testPool(t))
-	p := ownPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.RuntimeParams["search_path"] = schema })
-	ctx := context.Background()
-	for _, name := range []string{"guard", "inserted", "taken", "done", "expired"} {
-		t.Run(name, func(t *testing.T) {
-			s := New(p, WithTable(name))
-			require.NoError(t, s.Migrate(ctx))
-			owner := mustClaim(t, s, "k", "fp", "t1", time.Minute).Owner
-			require.NoError(t, s.Renew(ctx, "k", owner, time.Minute))
-			require.NoError(t, s.Complete(ctx, "k", owner, &store.Response{Status: 201, Body: []byte("ok")}, time.Minute))
-			rec, claimed, err := s.Claim(ctx, "k", "fp", "t2", time.Minute)
-			require.NoError(t, err)
-			require.False(t, claimed)
-			require.Equal(t, []byte("ok"), rec.Response.Body)
-			released := mustClaim(t, s, "r", "fp", "t3", time.Minute).Owner
-			require.NoError(t, s.Release(ctx, "r", released))
-			_, err = s.DeleteExpired(ctx, 10)
-			require.NoError(t, err)
-		})
-	}
 }
 
 func TestRoundTripsPerRequest(t *testing.T) {
