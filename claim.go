@@ -18,7 +18,7 @@ func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	token := c.token
-	if m.tryClaim(r.Context(), w, r, c, token) {
+	if m.tryClaim(w, r, c, token) {
 		return
 	}
 	if m.wait > 0 {
@@ -29,28 +29,21 @@ func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
 	m.decided(r, c, OutcomeKeyInFlight)
 }
 
-// tryClaim makes one attempt at c's key, its store call within ctx (r's
-// context, or for a waiting request, bounded by the wait's end): it runs
-// the handler if it claims the key, or answers from the record holding it,
-// which it keeps in the replay cache if done. It reports false, having
-// written nothing, when the key is in flight for the same request, or when
-// the store had not answered when the wait ended. A transactional claim
-// runs within r's context only, since its transaction's context is made
-// from it.
-func (m *middleware) tryClaim(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call, token string) bool {
+// tryClaim makes one attempt at c's key: it runs the handler if it
+// claims the key, or answers from the record holding it, which it keeps in
+// the replay cache if done. It reports false, having written nothing, when
+// the key is in flight for the same request.
+func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
 	if m.txStore != nil {
 		return m.tryClaimInTx(w, r, c, token)
 	}
 	claimedAt := time.Now()
-	rec, claimed, err := m.store.Claim(ctx, c.key, c.fingerprint, token, m.lease)
+	rec, claimed, err := m.store.Claim(r.Context(), c.key, c.fingerprint, token, m.lease)
 	if claimed && err == nil {
 		m.run(w, r, c, rec.Owner, claimedAt) // reports the claim (see serve)
 		return true
 	}
 	m.storeCalled(r.Context(), StoreClaim, claimedAt, err)
-	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
-		return false // the wait ended first (see waitForRecord)
-	}
 	if err != nil {
 		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim: %w", err))
 		return true

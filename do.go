@@ -48,7 +48,7 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 		opt(&cfg)
 	}
 	j := job{cfg: &cfg, store: s, clientKey: key, key: doStorageKey(key), token: newToken(), fn: fn}
-	result, err, done := j.try(ctx, ctx)
+	result, err, done := j.try(ctx)
 	switch {
 	case done:
 		return result, err
@@ -86,21 +86,16 @@ type job struct {
 	fn        func(ctx context.Context) ([]byte, error)
 }
 
-// try makes one attempt at the key, its claim within claimCtx (ctx, or
-// for a waiting caller, bounded by the wait's end): it runs fn under ctx
-// if it claims the key, or answers from the record that holds it. done is
-// false, with nothing else returned, when the key is in flight, or when
-// the store had not answered when the wait ended. A transactional claim
-// runs within ctx only, since fn's transaction context is made from it.
-func (j *job) try(ctx, claimCtx context.Context) (result []byte, err error, done bool) {
+// try makes one attempt at the key: it runs fn if it claims it, or
+// answers from the record that holds it. done is false, with nothing
+// else returned, when the key is in flight.
+func (j *job) try(ctx context.Context) (result []byte, err error, done bool) {
 	if ts, ok := j.store.(store.TxStore); ok {
 		return j.tryInTx(ctx, ts)
 	}
 	claimedAt := time.Now()
-	rec, claimed, err := j.store.Claim(claimCtx, j.key, doFingerprint, j.token, j.cfg.lease)
+	rec, claimed, err := j.store.Claim(ctx, j.key, doFingerprint, j.token, j.cfg.lease)
 	switch {
-	case err != nil && claimCtx.Err() != nil && ctx.Err() == nil:
-		return nil, nil, false // the wait ended first (see wait)
 	case err != nil:
 		return nil, fmt.Errorf("idempotency: claim: %w", err), true
 	case claimed:
@@ -131,7 +126,7 @@ func (j *job) tryInTx(ctx context.Context, ts store.TxStore) (result []byte, err
 func (j *job) wait(ctx context.Context) ([]byte, error) {
 	var result []byte
 	var err error
-	try := func(claimCtx context.Context) (done bool) { result, err, done = j.try(ctx, claimCtx); return done }
+	try := func() (done bool) { result, err, done = j.try(ctx); return done }
 	switch waitPolls.poll(ctx, j.cfg.wait, j.store, j.key, try) {
 	case polledDone:
 		return result, err

@@ -352,11 +352,7 @@ func WithReplayCache(entries int, maxAge time.Duration) Option {
 // claims it and runs. A store that implements store.Watcher wakes the
 // duplicate when the key is completed or released; with any store it also
 // looks again at least every 250 ms, which finds a lease that lapsed and a
-// wake-up that was lost. A look the store has not answered when the time
-// is up ends the wait too (should the store have claimed the key for it
-// all the same, the claim lapses with its lease, as a crashed request's),
-// except a transactional one (store.TxStore), bounded by the request's
-// context only. Defaults to 0: a duplicate gets 409 at once.
+// wake-up that was lost. Defaults to 0: a duplicate gets 409 at once.
 func WithWait(timeout time.Duration) Option {
 	if timeout < 0 {
 		panic("idempotency: WithWait expects timeout >= 0")

@@ -16,13 +16,11 @@ var waitPolls = backoff{first: 10 * time.Millisecond, max: 250 * time.Millisecon
 // flight until it completes (replay), is released or lapses (this request
 // claims it and runs), or the wait times out (409). The request's own
 // context ending (its deadline, or its client hanging up) ends the wait as
-// a timeout does, with 409; so does the wait's time running out during a
-// look the store has not answered. A look the store fails gets 503, never
-// the handler run unprotected (see storeFailed).
+// a timeout does, with 409. A look the store fails gets 503, never the
+// handler run unprotected (see storeFailed).
 func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *call, token string) {
 	c.waiting, c.waitStart = true, now()
-	try := func(ctx context.Context) bool { return m.tryClaim(ctx, w, r, c, token) }
-	switch waitPolls.poll(r.Context(), m.wait, m.store, c.key, try) {
+	switch waitPolls.poll(r.Context(), m.wait, m.store, c.key, func() bool { return m.tryClaim(w, r, c, token) }) {
 	case polledDone:
 		return
 	case polledInterrupted:
@@ -49,9 +47,7 @@ type backoff struct{ first, max time.Duration }
 
 // poll calls try, which looks at key in s, each time key may have changed,
 // until try reports done, wait has passed, or ctx ends; the caller has
-// looked once before poll. try is given ctx bounded by the wait's end for
-// its store call, and reports not done, having written nothing, when that
-// call failed because the wait ended. If s is a store.Watcher, each look comes after
+// looked once before poll. If s is a store.Watcher, each look comes after
 // a watch of key has started, so that no change after the look goes
 // unseen, and the watch lasts until the next wake-up: through the try, and
 // so through the handler's or fn's run if the try claims the key. Each
@@ -75,7 +71,7 @@ type backoff struct{ first, max time.Duration }
 // makes the next wake-up wait a little before its look: firstHold, then
 // twice as long each time it happens again, up to b.max, so that a store
 // whose watches keep firing at once cannot turn the wait into a busy loop.
-func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, key string, try func(ctx context.Context) bool) pollEnd {
+func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, key string, try func() bool) pollEnd {
 	watcher, _ := s.(store.Watcher)
 	deadline := time.Now().Add(wait)
 	watchCtx, cancel := context.WithDeadline(ctx, deadline)
@@ -103,7 +99,7 @@ func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, ke
 		next := startWatch(watchCtx, watcher, key)
 		w.end()
 		w = next
-		if try(watchCtx) {
+		if try() {
 			return polledDone
 		}
 		if woken {

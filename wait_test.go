@@ -110,47 +110,68 @@ func TestWaitEndedDuringAPoll(t *testing.T) {
 	require.EqualValues(t, 1, h.runs.Load())
 }
 
-// TestWaitEndsOnTimeWhileTheStoreStalls: a waiter whose look is still at
-// a store that has stopped answering when its wait's time runs out ends
-// its wait then, as a timeout: 409 key-in-flight, not reported as a store
-// error, neither held until the client gives up. So does Do's wait, with
-// ErrInFlight.
-func TestWaitEndsOnTimeWhileTheStoreStalls(t *testing.T) {
-	const wait = 200 * time.Millisecond
-	t.Run("middleware", func(t *testing.T) {
-		s := &claimFailingStore{Store: store.NewMemory(), answered: 2, fail: stall}
-		errs := &errorLog{}
-		h := &paymentHandler{gate: make(chan struct{})}
-		mw := idempotency.New(idempotency.WithStore(s), idempotency.WithWait(wait), errs.option())(h)
+// TestWaitsLooksReachTheStore: a waiter's looks are bounded by its
+// request, not by its wait's end. Its last look, which falls at the wait's
+// end, still reaches a store that honours its context, and finds the first
+// request completed in the last interval; and a look whose claim the store
+// made, but whose reply came after the wait's end, runs the handler
+// rather than leaving the key claimed with nobody running it.
+func TestWaitsLooksReachTheStore(t *testing.T) {
+	t.Run("last look", func(t *testing.T) {
+		h := &paymentHandler{delay: 220 * time.Millisecond} // done 80 ms before the wait's end, after the look before
+		mw := idempotency.New(idempotency.WithStore(deadlineStore{store.NewMemory()}), idempotency.WithWait(300*time.Millisecond))(h)
 		done := startFirst(t, mw, h, "k", "{}")
-		requireProblem(t, postWithin(t, 10*wait, mw, "k", "{}"), http.StatusConflict, idempotency.ProblemKeyInFlight)
-		require.Empty(t, errs.all())
-		close(h.gate)
+		dup := postWithin(t, 5*time.Second, mw, "k", "{}")
 		<-done
-		require.EqualValues(t, 1, h.runs.Load())
+		require.Equal(t, http.StatusCreated, dup.StatusCode)
+		require.Equal(t, "true", dup.Header.Get("Idempotent-Replayed"))
 	})
-	t.Run("Do", func(t *testing.T) {
-		s := &claimFailingStore{Store: store.NewMemory(), answered: 2, fail: stall}
-		finish := make(chan struct{})
-		started := make(chan struct{})
-		first := make(chan error, 1)
-		go func() {
-			_, err := idempotency.Do(context.Background(), s, "k", func(context.Context) ([]byte, error) {
-				close(started)
-				<-finish
-				return []byte("first"), nil
-			})
-			first <- err
-		}()
-		<-started
-		ctx, cancel := context.WithTimeout(t.Context(), 10*wait)
-		defer cancel()
-		_, err := idempotency.Do(ctx, s, "k", func(context.Context) ([]byte, error) { return nil, nil }, idempotency.DoWait(wait))
-		require.ErrorIs(t, err, idempotency.ErrInFlight)
-		require.NoError(t, ctx.Err(), "the wait ended with its own time, not its caller's")
-		close(finish)
-		require.NoError(t, <-first)
+	t.Run("claim answered late", func(t *testing.T) {
+		s := &lateClaimStore{Memory: store.NewMemory(), answered: 2, delay: 300 * time.Millisecond}
+		h := &paymentHandler{gate: make(chan struct{}), status: http.StatusServiceUnavailable} // released
+		mw := idempotency.New(idempotency.WithStore(s), idempotency.WithWait(200*time.Millisecond))(h)
+		done := startFirst(t, mw, h, "k", "{}")
+		time.AfterFunc(50*time.Millisecond, func() { close(h.gate) }) // released while the duplicate waits
+		dup := postWithin(t, 5*time.Second, mw, "k", "{}")
+		<-done
+		require.Equal(t, http.StatusServiceUnavailable, dup.StatusCode, "the waiter's claim ran the handler")
+		require.EqualValues(t, 2, h.runs.Load())
 	})
+}
+
+// deadlineStore is a store without Watch (its waiters poll) whose claims
+// fail at once on a context that has ended or passed its deadline, as
+// go-redis's and pgx's calls do.
+type deadlineStore struct{ store.Store }
+
+func (s deadlineStore) Claim(ctx context.Context, key, fp, token string, lease time.Duration) (store.Record, bool, error) {
+	if deadline, ok := ctx.Deadline(); ctx.Err() != nil || ok && !time.Now().Before(deadline) {
+		return store.Record{}, false, context.DeadlineExceeded
+	}
+	return s.Store.Claim(ctx, key, fp, token, lease)
+}
+
+// lateClaimStore makes each claim after the first answered at once, but
+// answers one that wins only after delay, as over a slow link: a caller
+// whose context ends first gets its error, though the claim was made.
+type lateClaimStore struct {
+	*store.Memory
+	claims   atomic.Int64
+	answered int64
+	delay    time.Duration
+}
+
+func (s *lateClaimStore) Claim(ctx context.Context, key, fp, token string, lease time.Duration) (store.Record, bool, error) {
+	rec, claimed, err := s.Memory.Claim(ctx, key, fp, token, lease)
+	if s.claims.Add(1) <= s.answered || !claimed {
+		return rec, claimed, err
+	}
+	select {
+	case <-ctx.Done():
+		return store.Record{}, false, ctx.Err()
+	case <-time.After(s.delay):
+		return rec, claimed, err
+	}
 }
 
 // TestPollWokenByTheStore: with a store.Watcher and fallback polls an hour
