@@ -9,7 +9,9 @@ local released = encode('1', rec.fence, rec.abandoned, '0', '0', rec.fp, '', '',
 if redis.pcall('SET', KEYS[1], released, 'KEEPTTL').err then
   -- Memory is full: as in record_complete.lua, a write Redis allows then
   -- (the expiry the record has) lets the SET through.
-  redis.call('PEXPIRE', KEYS[1], redis.call('PTTL', KEYS[1]))
+  -- (At least 1 ms: PEXPIRE 0 would delete the record, and KEEPTTL then
+  -- keep no expiry.)
+  redis.call('PEXPIRE', KEYS[1], math.max(redis.call('PTTL', KEYS[1]), 1))
   redis.call('SET', KEYS[1], released, 'KEEPTTL')
 end
 if rec.waited == '1' then

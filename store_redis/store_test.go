@@ -285,6 +285,32 @@ func TestFullMemoryStillRecordsOutcomes(t *testing.T) {
 	}
 }
 
+// TestFullMemoryReleaseKeepsAnExpiry: a release under full memory in a
+// record's last millisecond, when it has 0 ms left, still leaves the
+// record (or nothing) with an expiry, never a record that stays for good.
+// Forty releases, each a little later in its record's 2 ms life.
+func TestFullMemoryReleaseKeepsAnExpiry(t *testing.T) {
+	client := startRedis(t, freePort(t), "maxmemory-policy noeviction\n").client(t)
+	s := redisstore.New(client, redisstore.WithAbandonedRetention(time.Millisecond))
+	ctx := t.Context()
+	for i := range 40 {
+		key := strconv.Itoa(i)
+		require.NoError(t, client.ConfigSet(ctx, "maxmemory", "0").Err())
+		rec, claimed, err := s.Claim(ctx, key, "fp", "owner", time.Millisecond)
+		require.NoError(t, err)
+		require.True(t, claimed)
+		require.NoError(t, client.ConfigSet(ctx, "maxmemory", "1").Err())
+		time.Sleep(time.Duration(i%20) * 100 * time.Microsecond)
+		_ = s.Release(ctx, key, rec.Owner) // refused once the lease has lapsed
+	}
+	require.NoError(t, client.ConfigSet(ctx, "maxmemory", "0").Err())
+	keys, err := client.Keys(ctx, "*").Result()
+	require.NoError(t, err)
+	for _, k := range keys {
+		require.Positive(t, client.PTTL(ctx, k).Val(), "%s has no expiry", k)
+	}
+}
+
 // TestLargeFence: a takeover that raises a fencing number to 10^14 writes
 // it in full, so that its owner completes the record and duplicates
 // replay it; the claim script writes the number itself.
