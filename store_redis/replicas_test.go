@@ -220,10 +220,12 @@ const (
 	// failoverLease is the middleware's lease: it outlasts a failover, so
 	// that a Complete sent again reaches the promoted replica before a
 	// duplicate may take over a key whose completion was lost.
-	failoverLease = 5 * time.Second
+	failoverLease = 12 * time.Second
 	// failoverAcks is how long a write waits for its replica, and for how
-	// long a Complete is sent again: it covers the failover too.
-	failoverAcks = 4 * time.Second
+	// long a Complete is sent again: it covers the failover too, which
+	// takes 1 to 2 s on a quiet machine and took over 5 s in a run of
+	// make test, beside the other packages' tests, under -race.
+	failoverAcks = 10 * time.Second
 )
 
 // TestFailoverKeepsEveryRecord: a duplicate storm runs through the
