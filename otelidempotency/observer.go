@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seed43327c4c/idempotency"
@@ -53,17 +54,17 @@ type observer struct {
 
 func newObserver(meter metric.Meter) *observer {
 	o := &observer{
-		requests: instrument(meter.Int64Counter("idempotency.requests", metric.WithUnit("{request}"),
+		requests: counter(meter.Int64Counter("idempotency.requests", metric.WithUnit("{request}"),
 			metric.WithDescription("Requests the idempotency middleware decided, by outcome."))),
-		handlerDuration: instrument(meter.Float64Histogram("idempotency.handler.duration", metric.WithUnit("s"),
+		handlerDuration: histogram(meter.Float64Histogram("idempotency.handler.duration", metric.WithUnit("s"),
 			metric.WithDescription("How long the handler ran, by the request's outcome."),
 			metric.WithExplicitBucketBoundaries(durationBuckets...))),
-		storeDuration: instrument(meter.Float64Histogram("idempotency.store.duration", metric.WithUnit("s"),
+		storeDuration: histogram(meter.Float64Histogram("idempotency.store.duration", metric.WithUnit("s"),
 			metric.WithDescription("How long each call to the idempotency store took."),
 			metric.WithExplicitBucketBoundaries(durationBuckets...))),
-		renewals: instrument(meter.Int64Counter("idempotency.lease.renewals", metric.WithUnit("{renewal}"),
+		renewals: counter(meter.Int64Counter("idempotency.lease.renewals", metric.WithUnit("{renewal}"),
 			metric.WithDescription("Renewals of running handlers' leases, by result."))),
-		waitDuration: instrument(meter.Float64Histogram("idempotency.wait.duration", metric.WithUnit("s"),
+		waitDuration: histogram(meter.Float64Histogram("idempotency.wait.duration", metric.WithUnit("s"),
 			metric.WithDescription("How long duplicates waited for a key in flight, by how the wait ended."),
 			metric.WithExplicitBucketBoundaries(durationBuckets...))),
 		outcomes: newAttributeSets(outcomeKey, idempotency.OutcomeExecuted, idempotency.OutcomeReleased,
@@ -84,13 +85,26 @@ func newObserver(meter metric.Meter) *observer {
 	return o
 }
 
-// instrument returns i, reporting err, if any, to otel.Handle: the meter
-// then returns an instrument that records nothing.
-func instrument[I any](i I, err error) I {
+// instrument returns i, reporting err, if any, to otel.Handle, or none, an
+// instrument that records nothing, if the meter returned no instrument
+// (as it may with an error).
+func instrument[I any](i I, err error, none I) I {
 	if err != nil {
 		otel.Handle(err)
 	}
+	if any(i) == nil {
+		return none
+	}
 	return i
+}
+
+// counter and histogram are instrument for the kinds the observer uses.
+func counter(c metric.Int64Counter, err error) metric.Int64Counter {
+	return instrument(c, err, metric.Int64Counter(noop.Int64Counter{}))
+}
+
+func histogram(h metric.Float64Histogram, err error) metric.Float64Histogram {
+	return instrument(h, err, metric.Float64Histogram(noop.Float64Histogram{}))
 }
 
 func (o *observer) request(ctx context.Context, e idempotency.RequestEvent) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -329,4 +331,32 @@ func TestWaits(t *testing.T) {
 	require.Equal(t, "answered", result.AsString())
 	require.Equal(t, uint64(1), waits[0].Count)
 	require.Positive(t, waits[0].Sum)
+}
+
+// TestRefusedInstrumentsAreLeftOut: a meter that refuses every instrument
+// with an error and no instrument, as metric.Meter allows, costs the
+// metrics only: every request, store call included, is still served.
+func TestRefusedInstrumentsAreLeftOut(t *testing.T) {
+	obs := otelidempotency.New(otelidempotency.WithMeterProvider(refusingProvider{}))
+	mw := idempotency.New(idempotency.WithObserver(obs))(answer(http.StatusCreated, "ok"))
+	require.NotPanics(t, func() {
+		require.Equal(t, http.StatusCreated, post(mw, "k", "{}").StatusCode)
+		require.Equal(t, "true", post(mw, "k", "{}").Header.Get("Idempotent-Replayed"))
+	})
+}
+
+// refusingProvider's meter refuses every instrument, with an error and no
+// instrument.
+type refusingProvider struct{ noop.MeterProvider }
+
+func (refusingProvider) Meter(string, ...metric.MeterOption) metric.Meter { return refusingMeter{} }
+
+type refusingMeter struct{ noop.Meter }
+
+func (refusingMeter) Int64Counter(string, ...metric.Int64CounterOption) (metric.Int64Counter, error) {
+	return nil, errors.New("instrument refused")
+}
+
+func (refusingMeter) Float64Histogram(string, ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
+	return nil, errors.New("instrument refused")
 }
