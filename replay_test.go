@@ -250,6 +250,31 @@ func TestReplayKeepsContentLength(t *testing.T) {
 	}
 }
 
+// TestWrongContentLengthIsNotReplayed: a handler whose body does not
+// match the Content-Length it declared (shorter: net/http ends the
+// connection; longer: the rest is refused) gets its client a broken
+// response. Its key is done but not replayable, in either mode, so a
+// retry reads a whole answer, 409 not-replayable, instead of the same
+// broken response for as long as the record is kept.
+func TestWrongContentLengthIsNotReplayed(t *testing.T) {
+	for _, tc := range []struct{ name, length string }{{"declared longer", "10"}, {"declared shorter", "3"}} {
+		for mode, s := range bothModes() {
+			t.Run(tc.name+", "+mode, func(t *testing.T) {
+				srv := httptest.NewServer(idempotency.New(idempotency.WithStore(s))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					w.Header().Set("Content-Length", tc.length)
+					w.WriteHeader(http.StatusCreated)
+					_, _ = io.WriteString(w, "hello")
+				})))
+				defer srv.Close()
+				first := postTo(t, srv.URL, "k", "{}")
+				_, err := io.ReadAll(first.Body)
+				require.Error(t, err, "the first response is broken")
+				requireProblem(t, postTo(t, srv.URL, "k", "{}"), http.StatusConflict, idempotency.ProblemNotReplayable)
+			})
+		}
+	}
+}
+
 // TestReplayOfAChunkedBodyKeepsItsContentType: a handler that sets
 // Transfer-Encoding and no Content-Type gets none from net/http's HTTP/1
 // server, which sniffs only when it frames the body itself, and a sniffed

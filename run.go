@@ -122,7 +122,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *claimedC
 		return
 	}
 	var resp *store.Response
-	if len(held.Body()) <= m.maxResponseBytes && !held.AddsTrailers() {
+	if len(held.Body()) <= m.maxResponseBytes && !held.AddsTrailers() && !held.ShortOfLength(r.Method) {
 		stored := m.toStore(r, held.Status(), held.SentHeader().Clone(), held.Body())
 		resp = &stored
 	}

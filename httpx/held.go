@@ -50,9 +50,15 @@ func (h *Held) WriteHeader(code int) {
 	}
 }
 
-// Write holds p as part of the body, implying the status 200.
+// Write holds p as part of the body, implying the status 200. As
+// net/http's own writer does, it refuses with http.ErrContentLength, and
+// holds nothing of, a p that would take the body past the Content-Length
+// the handler declared.
 func (h *Held) Write(p []byte) (int, error) {
 	h.WriteHeader(http.StatusOK)
+	if n, ok := declaredLength(h.sent); ok && bodyAllowed(h.status) && int64(len(h.body)+len(p)) > n {
+		return 0, http.ErrContentLength
+	}
 	h.body = append(h.body, p...)
 	return len(p), nil
 }
@@ -87,6 +93,14 @@ func (h *Held) SentHeader() http.Header {
 		return h.sent
 	}
 	return h.header
+}
+
+// ShortOfLength reports whether the held body is shorter than the
+// Content-Length the handler declared: sent, net/http would end the
+// connection instead of the response. The response to a HEAD request has
+// no body to compare, and is never short.
+func (h *Held) ShortOfLength(method string) bool {
+	return method != http.MethodHead && shortOfDeclared(h.Status(), h.SentHeader(), int64(len(h.body)))
 }
 
 // AddsTrailers reports whether the handler gave the held response

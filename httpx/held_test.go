@@ -69,3 +69,24 @@ func TestHeldPanicsOnAnInvalidCodeAtOnce(t *testing.T) {
 	held := NewHeld(httptest.NewRecorder())
 	require.PanicsWithValue(t, "httpx: invalid WriteHeader code 42", func() { held.WriteHeader(42) })
 }
+
+// TestHeldKeepsToTheDeclaredLength: as net/http's writer does, a held
+// response refuses a write past its declared Content-Length, keeping
+// nothing of it, and reports a body short of that length, except for a
+// HEAD request.
+func TestHeldKeepsToTheDeclaredLength(t *testing.T) {
+	h := NewHeld(httptest.NewRecorder())
+	h.Header().Set("Content-Length", "5")
+	n, err := h.Write([]byte("hel"))
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.True(t, h.ShortOfLength(http.MethodPost))
+	require.False(t, h.ShortOfLength(http.MethodHead))
+	n, err = h.Write([]byte("lo!"))
+	require.ErrorIs(t, err, http.ErrContentLength)
+	require.Zero(t, n)
+	require.Equal(t, "hel", string(h.Body()))
+	_, err = h.Write([]byte("lo"))
+	require.NoError(t, err)
+	require.False(t, h.ShortOfLength(http.MethodPost))
+}

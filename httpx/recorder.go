@@ -109,8 +109,9 @@ func (r *Recorder) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// record counts p as written and keeps a copy of it, or drops the copy once
-// the body exceeds the limit.
+// record counts p as written and keeps a copy of it, or stops keeping
+// once the body exceeds the limit. The copy kept until then stays where
+// it is until Release, for a Body taken before.
 func (r *Recorder) record(p []byte) {
 	r.written += int64(len(p))
 	if r.overflowed || len(p) == 0 {
@@ -118,7 +119,6 @@ func (r *Recorder) record(p []byte) {
 	}
 	if len(r.body)+len(p) > r.limit {
 		r.overflowed = true
-		r.releaseBody()
 		return
 	}
 	if r.bodyBuf == nil {
@@ -299,6 +299,9 @@ func (r *Recorder) Release() {
 // Recorder's own and must not be modified; it stays valid after the handler
 // returns, until Release.
 func (r *Recorder) Body() []byte {
+	if r.overflowed {
+		return nil
+	}
 	return r.body
 }
 
@@ -340,11 +343,13 @@ func (r *Recorder) CutShort() bool {
 
 // Replayable reports whether the recorded status, header snapshot and body
 // are the complete response the handler wrote and the client was sent: it
-// was not flushed, hijacked, larger than the limit or cut short, and the
-// handler added no trailers. Call it once the handler has returned:
-// trailers may be set until then.
+// was not flushed, hijacked, larger than the limit or cut short, its body
+// is not shorter than its Content-Length (net/http ends the connection
+// then), and the handler added no trailers. Call it once the handler has
+// returned: trailers may be set until then, and the body written.
 func (r *Recorder) Replayable() bool {
 	return !r.overflowed && !r.flushed && !r.hijacked && !r.cutShort &&
+		(r.head || !shortOfDeclared(max(r.status, http.StatusOK), r.SentHeader(), r.written)) &&
 		!addsTrailers(r.outerTrailers, r.SentHeader(), r.Header())
 }
 

@@ -767,3 +767,54 @@ func TestRecorderForHead(t *testing.T) {
 	require.False(t, rec.CutShort())
 	require.True(t, rec.Replayable())
 }
+
+// TestRecorderBodyShortOfItsLength: a body shorter than the Content-Length
+// the handler declared is not replayable (net/http ends the connection
+// instead of the response); one of that length is, and so is the response
+// to a HEAD request, or a 204, which has no body to measure.
+func TestRecorderBodyShortOfItsLength(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		status     int
+		length     string
+		body       string
+		head       bool
+		replayable bool
+	}{
+		{"short", http.StatusCreated, "10", "hello", false, false},
+		{"whole", http.StatusCreated, "5", "hello", false, true},
+		{"HEAD", http.StatusOK, "10", "", true, true},
+		{"204", http.StatusNoContent, "10", "", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := NewRecorder(httptest.NewRecorder(), 100)
+			if tc.head {
+				rec.ForHead()
+			}
+			rec.Header().Set("Content-Length", tc.length)
+			rec.WriteHeader(tc.status)
+			_, _ = io.WriteString(rec, tc.body)
+			require.Equal(t, tc.replayable, rec.Replayable())
+			rec.Release()
+		})
+	}
+}
+
+// TestRecorderBodyStaysValidPastAnOverflow: a Body taken before the body
+// overflowed the limit stays as it was until Release: the overflow does
+// not hand its buffer to the next Recorder. (Fifty tries: the race
+// detector drops some of what the pool is given.)
+func TestRecorderBodyStaysValidPastAnOverflow(t *testing.T) {
+	for try := range 50 {
+		rec := NewRecorder(httptest.NewRecorder(), 10)
+		_, _ = io.WriteString(rec, "paid")
+		kept := rec.Body()
+		_, _ = io.WriteString(rec, strings.Repeat("x", 20))
+		require.Nil(t, rec.Body(), "overflowed")
+		next := NewRecorder(httptest.NewRecorder(), 10)
+		_, _ = io.WriteString(next, "evil")
+		require.Equal(t, "paid", string(kept), "try %d", try)
+		next.Release()
+		rec.Release()
+	}
+}
