@@ -16,7 +16,7 @@ var (
 	// in this process or another, for longer than the busy timeout.
 	ErrBusy = errors.New("database file locked past the busy timeout")
 	// ErrReadOnly means the database file, its directory, or its -wal or
-	// -shm file cannot be written.
+	// -shm file cannot be written, or for want of permission not opened.
 	ErrReadOnly = errors.New("database file is read-only")
 	// ErrCorrupt means the file is not an SQLite database, or is damaged.
 	ErrCorrupt = errors.New("database file is not a database or is corrupt")
@@ -48,7 +48,7 @@ func classify(err error) error {
 	switch e.Code() & 0xff { // the primary result code
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 		return ErrBusy
-	case sqlite3.SQLITE_READONLY:
+	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN: // CANTOPEN: a -wal or -shm it may not create
 		return ErrReadOnly
 	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
 		return ErrCorrupt

@@ -57,11 +57,19 @@ func lockFile(t *testing.T, path string) {
 	})
 }
 
-// makeReadOnly makes path read-only, even for root (by the immutable
-// attribute, which chattr sets), until the test ends.
+// makeReadOnly makes path, a file or a directory, read-only, even for
+// root (by the immutable attribute, which chattr sets), until the test
+// ends.
 func makeReadOnly(t *testing.T, path string) {
 	t.Helper()
-	require.NoError(t, os.Chmod(path, 0o444))
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	mode := os.FileMode(0o444)
+	if info.IsDir() {
+		mode = 0o555
+	}
+	require.NoError(t, os.Chmod(path, mode))
+	t.Cleanup(func() { _ = os.Chmod(path, info.Mode().Perm()) }) // after chattr -i, so that the test's directory can go
 	if os.Geteuid() != 0 {
 		return
 	}
@@ -91,6 +99,16 @@ func TestOpenRefusesBadFiles(t *testing.T) {
 		{"read-only", func(t *testing.T) string {
 			path := migratedFile(t, 0)
 			makeReadOnly(t, path)
+			return path
+		}, ErrReadOnly, "read-only"},
+		{"read-only directory", func(t *testing.T) string { // no -wal or -shm can be made beside the file
+			path := migratedFile(t, 0)
+			makeReadOnly(t, filepath.Dir(path))
+			return path
+		}, ErrReadOnly, "read-only"},
+		{"new file in a read-only directory", func(t *testing.T) string {
+			path := testFile(t)
+			makeReadOnly(t, filepath.Dir(path))
 			return path
 		}, ErrReadOnly, "read-only"},
 		{"locked past the busy timeout", func(t *testing.T) string {
