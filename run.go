@@ -25,9 +25,10 @@ import (
 //   - so does a handler's DoNotRecord, and a status the record policy
 //     refuses (by default a 5xx, or a 408, 409, 425 or 429);
 //   - a hijacked or flushed response, one over the response limit, one
-//     with trailers, or one whose body could not all be written to the
-//     client (it hung up, or a timeout handler outside took over) marks the
-//     key done but not replayable;
+//     with trailers, one whose body is short of its Content-Length, or one
+//     whose body could not all be written to the client (it hung up, or a
+//     timeout handler outside took over) marks the key done but not
+//     replayable;
 //   - any other response is stored for replay.
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, owner store.Lease, claimedAt time.Time) {
 	c, r := newClaimedCall(r, r.Context(), claimed)
@@ -86,9 +87,9 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, 
 //     the claim together); the response is sent as written, or 503
 //     request-interrupted if the context ended before the handler wrote
 //     anything, and a panic is re-raised;
-//   - otherwise the response is stored (or, over the response limit or
-//     with trailers, the key marked done but not replayable) and the
-//     transaction committed;
+//   - otherwise the response is stored (or, over the response limit,
+//     with trailers, or with a body short of its Content-Length, the key
+//     marked done but not replayable) and the transaction committed;
 //     only then is the response sent. If the commit fails, or does not
 //     answer within the record timeout, the client gets 503 instead; a
 //     retry with the same key runs the request, or, if the commit did land
