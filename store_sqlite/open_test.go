@@ -79,6 +79,15 @@ func makeReadOnly(t *testing.T, path string) {
 	t.Cleanup(func() { _ = exec.Command("chattr", "-i", path).Run() })
 }
 
+// inReadOnlyDir returns file's path, with its directory made read-only.
+func inReadOnlyDir(file func(t *testing.T) string) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		path := file(t)
+		makeReadOnly(t, filepath.Dir(path))
+		return path
+	}
+}
+
 // TestOpenRefusesBadFiles: a file that cannot serve fails at start-up with
 // a clear error, before any request.
 func TestOpenRefusesBadFiles(t *testing.T) {
@@ -101,16 +110,9 @@ func TestOpenRefusesBadFiles(t *testing.T) {
 			makeReadOnly(t, path)
 			return path
 		}, ErrReadOnly, "read-only"},
-		{"read-only directory", func(t *testing.T) string { // no -wal or -shm can be made beside the file
-			path := migratedFile(t, 0)
-			makeReadOnly(t, filepath.Dir(path))
-			return path
-		}, ErrReadOnly, "read-only"},
-		{"new file in a read-only directory", func(t *testing.T) string {
-			path := testFile(t)
-			makeReadOnly(t, filepath.Dir(path))
-			return path
-		}, ErrReadOnly, "read-only"},
+		// No -wal or -shm can be made beside the file.
+		{"read-only directory", inReadOnlyDir(func(t *testing.T) string { return migratedFile(t, 0) }), ErrReadOnly, "read-only"},
+		{"new file in a read-only directory", inReadOnlyDir(func(t *testing.T) string { return testFile(t) }), ErrReadOnly, "read-only"},
 		{"locked past the busy timeout", func(t *testing.T) string {
 			path := migratedFile(t, 0)
 			lockFile(t, path)
