@@ -118,8 +118,11 @@ func TestWaitEndedDuringAPoll(t *testing.T) {
 // rather than leaving the key claimed with nobody running it.
 func TestWaitsLooksReachTheStore(t *testing.T) {
 	t.Run("last look", func(t *testing.T) {
-		h := &paymentHandler{delay: 220 * time.Millisecond} // done 80 ms before the wait's end, after the look before
-		mw := idempotency.New(idempotency.WithStore(deadlineStore{store.NewMemory()}), idempotency.WithWait(300*time.Millisecond))(h)
+		// The looks come 10, 30, 70, 150, 310 and 560 ms into the wait: the
+		// first request is done after the fifth and before the last, at the
+		// wait's end.
+		h := &paymentHandler{delay: 340 * time.Millisecond}
+		mw := idempotency.New(idempotency.WithStore(deadlineStore{store.NewMemory()}), idempotency.WithWait(560*time.Millisecond))(h)
 		done := startFirst(t, mw, h, "k", "{}")
 		dup := postWithin(t, 5*time.Second, mw, "k", "{}")
 		<-done
