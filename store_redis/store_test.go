@@ -307,7 +307,8 @@ func TestFullMemoryReleaseKeepsAnExpiry(t *testing.T) {
 	keys, err := client.Keys(ctx, "*").Result()
 	require.NoError(t, err)
 	for _, k := range keys {
-		require.Positive(t, client.PTTL(ctx, k).Val(), "%s has no expiry", k)
+		// -1 is no expiry; 0 ms left, or the key gone since KEYS (-2), is fine.
+		require.NotEqual(t, time.Duration(-1), client.PTTL(ctx, k).Val(), "%s has no expiry", k)
 	}
 }
 
