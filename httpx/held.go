@@ -25,6 +25,7 @@ type Held struct {
 	sent   http.Header // a copy of header taken when the status was written
 	status int
 	body   []byte
+	most   int64 // the body length sent declares, or -1 for none (or no body allowed)
 
 	outerTrailers []string // trailers set on w before the handler ran
 }
@@ -46,7 +47,10 @@ func (h *Held) WriteHeader(code int) {
 		panic(fmt.Sprintf("httpx: invalid WriteHeader code %v", code))
 	}
 	if h.status == 0 && code >= 200 {
-		h.status, h.sent = code, h.header.Clone()
+		h.status, h.sent, h.most = code, h.header.Clone(), -1
+		if n, ok := declaredLength(h.sent); ok && bodyAllowed(code) {
+			h.most = n
+		}
 	}
 }
 
@@ -56,7 +60,7 @@ func (h *Held) WriteHeader(code int) {
 // the handler declared.
 func (h *Held) Write(p []byte) (int, error) {
 	h.WriteHeader(http.StatusOK)
-	if n, ok := declaredLength(h.sent); ok && bodyAllowed(h.status) && int64(len(h.body)+len(p)) > n {
+	if h.most >= 0 && int64(len(h.body)+len(p)) > h.most {
 		return 0, http.ErrContentLength
 	}
 	h.body = append(h.body, p...)
