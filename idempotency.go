@@ -181,11 +181,11 @@ func (m *middleware) readsRequest() bool {
 func (c *call) setStrings(m *middleware, r *http.Request, scope string, body []byte) {
 	var scratch [256]byte
 	buf := scratch[:0]
-	if m.route == nil {
-		buf = appendDefaultStorageKey(buf, scope, r.Method, requestHost(r), requestPath(r), c.clientKey)
-	} else {
-		buf = appendStorageKey(buf, scope, r.Method, m.route(r), c.clientKey)
+	route := m.route
+	if route == nil {
+		route = requestPath
 	}
+	buf = appendStorageKey(buf, scope, r.Method, route(r), c.clientKey)
 	keyEnd := len(buf)
 	if m.fingerprint == nil {
 		buf = appendFingerprint(buf, r, body)

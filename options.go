@@ -196,14 +196,13 @@ func WithScopeRequired() Option {
 }
 
 // WithRoute sets the function that names the route a request is for. The
-// same client key on two routes never collides. Defaults to the request's
-// host, in lower case and without a port of 80 or 443, followed by the path
-// of the request line as the client sent it (r.RequestURI without its
-// query, whether as /path or, through a proxy, as http://host/path),
-// decoded, so that two virtual hosts, and two mounts of a handler under
-// http.StripPrefix, keep their keys apart; r.URL.Path stands in for the
-// path of a request made in the process, without a request line. A route
-// function given here replaces both parts.
+// same client key on two routes never collides. Defaults to the path of the
+// request line as the client sent it (r.RequestURI without its query,
+// whether as /path or, through a proxy, as http://host/path), decoded,
+// without the host: a retry sent through another name of the service finds
+// its record, and two mounts of a handler under http.StripPrefix keep their
+// keys apart; r.URL.Path stands in for the path of a request made in the
+// process, without a request line. RouteWithHost adds the host.
 func WithRoute(route func(*http.Request) string) Option {
 	if route == nil {
 		panic("idempotency: WithRoute expects a non-nil function")

@@ -6,16 +6,19 @@ import (
 	"strings"
 )
 
-// The default route, when WithRoute is not set, is the host r was sent to
-// (see requestHost) followed by its path (see requestPath), so that one
-// middleware in front of several virtual hosts keeps their keys apart;
-// defaultStorageKey writes it into the storage key without joining them.
+// RouteWithHost is a route function for WithRoute: the host a request was
+// sent to, then the default route's path. It keeps apart virtual hosts that
+// must never share records; but another name of one service (an IP, another
+// DNS name) is then another route, and a retry sent through it runs again.
+// The host is in lower case, without a trailing dot, and without its port
+// if that is empty, 80 or 443.
+func RouteWithHost(r *http.Request) string {
+	return requestHost(r) + requestPath(r)
+}
 
-// requestHost is r.Host in lower case, without a trailing dot, and without
-// its port if that is empty, 80 or 443: the spellings a client or a
-// gateway may use for one host. Both default ports are dropped whatever
-// the scheme, since behind a proxy that ends TLS the server cannot tell
-// which one the client used; a retry must find its record either way.
+// requestHost is r.Host as RouteWithHost writes it. Both default ports are
+// dropped whatever the scheme: behind a proxy that ends TLS the server
+// cannot tell which one the client used.
 func requestHost(r *http.Request) string {
 	host := r.Host
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
@@ -27,7 +30,7 @@ func requestHost(r *http.Request) string {
 	return strings.ToLower(strings.TrimSuffix(host, "."))
 }
 
-// requestPath is the path of r as its client sent it
+// requestPath is the default route: the path of r as its client sent it
 // (r.RequestURI, in origin form or absolute form: http://host/path, as a
 // client sends it to a proxy), decoded. A handler mounted under
 // http.StripPrefix, which rewrites r.URL.Path, thus keeps its mounts apart.

@@ -14,11 +14,40 @@ import (
 	"github.com/seed43327c4c/idempotency"
 )
 
-// TestDefaultRouteKeepsVirtualHostsApart: one middleware in front of a
-// ServeMux that serves POST /payments for two hosts; the same key and body
-// sent to each, through a real server, runs each host's handler once, and a
-// retry to either host replays that host's own response.
-func TestDefaultRouteKeepsVirtualHostsApart(t *testing.T) {
+// TestDefaultRouteIgnoresTheHost: one account sends one payment, key and
+// body, through a real server, under three names of the service (a DNS
+// name, its IPv4 and its IPv6 address): the handler runs once, and the
+// other two are replays of its response.
+func TestDefaultRouteIgnoresTheHost(t *testing.T) {
+	h := &paymentHandler{}
+	account := func(r *http.Request) string { return r.Header.Get("X-Account") }
+	srv := httptest.NewServer(idempotency.New(idempotency.WithScope(account))(h))
+	defer srv.Close()
+	replays := 0
+	for _, host := range []string{"localhost:8080", "127.0.0.1:8080", "[::1]:8080"} {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(`{"amount":500}`))
+		require.NoError(t, err)
+		req.Host = host
+		req.Header.Set("X-Account", "alice")
+		req.Header.Set("Idempotency-Key", "order-1")
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.StatusCode, host)
+		require.Equal(t, `{"amount":500}`, readAll(t, resp), host)
+		if idempotency.Replayed(resp) {
+			replays++
+		}
+	}
+	require.EqualValues(t, 1, h.runs.Load(), "one run under three names")
+	require.Equal(t, 2, replays)
+}
+
+// TestRouteWithHostKeepsVirtualHostsApart: one middleware, routed by
+// RouteWithHost, in front of a ServeMux that serves POST /payments for two
+// hosts; the same key and body sent to each, through a real server, runs
+// each host's handler once, and a retry to either host replays that host's
+// own response.
+func TestRouteWithHostKeepsVirtualHostsApart(t *testing.T) {
 	var runs [2]atomic.Int64
 	mux := http.NewServeMux()
 	for i, host := range []string{"a.example", "b.example"} {
@@ -28,7 +57,7 @@ func TestDefaultRouteKeepsVirtualHostsApart(t *testing.T) {
 			_, _ = io.WriteString(w, host+" payment")
 		})
 	}
-	srv := httptest.NewServer(idempotency.New()(mux))
+	srv := httptest.NewServer(idempotency.New(idempotency.WithRoute(idempotency.RouteWithHost))(mux))
 	defer srv.Close()
 	send := func(host string) *http.Response {
 		req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(`{"amount":5}`))
@@ -48,10 +77,10 @@ func TestDefaultRouteKeepsVirtualHostsApart(t *testing.T) {
 	require.EqualValues(t, 1, runs[1].Load(), "b.example ran once, not answered with a.example's response")
 }
 
-// TestDefaultRouteHost: the spellings of one host (case, a default port, a
-// trailing dot) share a record, so a retry finds it; another host or
-// another port does not.
-func TestDefaultRouteHost(t *testing.T) {
+// TestRouteWithHost: under RouteWithHost, the spellings of one host (case,
+// a default port, a trailing dot) share a record, so a retry finds it;
+// another host or another port does not.
+func TestRouteWithHost(t *testing.T) {
 	cases := []struct {
 		first, retry string
 		same         bool
@@ -70,7 +99,7 @@ func TestDefaultRouteHost(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.first+" then "+tc.retry, func(t *testing.T) {
 			h := &paymentHandler{}
-			mw := idempotency.New()(h)
+			mw := idempotency.New(idempotency.WithRoute(idempotency.RouteWithHost))(h)
 			at := func(host string) func(*http.Request) {
 				return func(r *http.Request) { r.Host = host }
 			}

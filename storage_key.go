@@ -20,14 +20,3 @@ func appendStorageKey(buf []byte, scope, method, route, clientKey string) []byte
 	buf = appendFields(buf, scope, method, route, clientKey)
 	return binary.AppendUvarint(buf, 0)
 }
-
-// appendDefaultStorageKey appends the storage key of the default route,
-// host followed by path, byte for byte, to buf, written without joining
-// host and path first.
-func appendDefaultStorageKey(buf []byte, scope, method, host, path, clientKey string) []byte {
-	buf = appendFields(buf, scope, method)
-	buf = binary.AppendUvarint(buf, uint64(len(host)+len(path)))
-	buf = append(append(buf, host...), path...)
-	buf = appendFields(buf, clientKey)
-	return binary.AppendUvarint(buf, 0)
-}

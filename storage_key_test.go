@@ -28,11 +28,4 @@ func TestStorageKeyLayout(t *testing.T) {
 	long := strings.Repeat("k", 300)
 	require.Equal(t, "\x00\x04POST\x01/\xac\x02"+long+"\x00", storageKey("", "POST", "/", long))
 
-	// The default route's key is the same bytes as storageKey of host and
-	// path joined, for short fields and long ones.
-	for _, host := range []string{"", "a.example", strings.Repeat("h", 200)} {
-		for _, path := range []string{"/", "/payments", "/" + long} {
-			require.Equal(t, storageKey("tenant-1", "POST", host+path, "k-1"), string(appendDefaultStorageKey(nil, "tenant-1", "POST", host, path, "k-1")))
-		}
-	}
 }
