@@ -20,13 +20,15 @@ import (
 // NewTransport returns a client http.RoundTripper over base (nil:
 // http.DefaultTransport) that makes POST and PATCH requests safe to retry.
 // A request without an Idempotency-Key gets a random one (26 characters of
-// base32, 130 bits), the same on every retry; its body is replayed through
-// GetBody, or buffered up to a limit (TransportMaxBodyBytes; a longer body
-// is sent once, unretried). It retries transport errors, 409 key-in-flight,
-// 429 and 503, with exponential backoff and jitter, waiting at least the
-// Retry-After, within an attempt and time budget; never any other status.
-// It stops when the request's context ends. SentKey and Replayed tell what
-// the final response answered. Other methods pass through untouched.
+// base32, 130 bits), the same on every retry; a caller's key, under any
+// spelling of the header name, is kept and sent once. Its body is replayed
+// through GetBody, or buffered up to a limit (TransportMaxBodyBytes; a
+// longer body is sent once, unretried). It retries transport errors, 409
+// key-in-flight, 429 and 503, with exponential backoff and jitter, waiting
+// at least the Retry-After, within an attempt and time budget; never any
+// other status. It stops when the request's context ends. SentKey and
+// Replayed tell what the final response answered. Other methods pass
+// through untouched.
 func NewTransport(base http.RoundTripper, opts ...TransportOption) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -71,13 +73,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	copied := false // req is a copy of the caller's, which is never changed
 	if req.Header.Get(httpx.KeyHeader) == "" {
-		k := &keyedRequest{req: *req, key: [1]string{crand.Text()}}
-		k.req.Header = make(http.Header, len(req.Header)+1)
-		for name, values := range req.Header {
-			k.req.Header[name] = values // shared, never changed
-		}
-		k.req.Header[httpx.KeyHeader] = k.key[:]
-		req, copied = &k.req, true
+		req, copied = keyed(req), true
 	}
 	getBody, first, err := t.replayableBody(req)
 	if err != nil {
@@ -94,6 +90,29 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	return t.send(req, getBody)
+}
+
+// keyed returns a copy of req with its key under the canonical header name,
+// where Go's transport looks for it before resending a request on a dead
+// connection: the caller's key, set under another spelling of the name,
+// or else a new random one. No other spelling of the name is kept, so one
+// key is sent.
+func keyed(req *http.Request) *http.Request {
+	k := &keyedRequest{req: *req}
+	k.req.Header = make(http.Header, len(req.Header)+1)
+	for name, values := range req.Header {
+		switch {
+		case !strings.EqualFold(name, httpx.KeyHeader):
+			k.req.Header[name] = values // shared, never changed
+		case len(values) > 0 && values[0] != "":
+			k.req.Header[httpx.KeyHeader] = values
+		}
+	}
+	if k.req.Header[httpx.KeyHeader] == nil {
+		k.key[0] = crand.Text()
+		k.req.Header[httpx.KeyHeader] = k.key[:]
+	}
+	return &k.req
 }
 
 // send sends req, whose body getBody renews, until an answer that is not

@@ -157,6 +157,55 @@ func TestTransportKeys(t *testing.T) {
 	}
 }
 
+// roundTripperFunc is a RoundTripper that calls itself.
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestTransportKeyUnderAnySpelling: a key the caller set under any
+// spelling of the header name, without canonicalisation, is the caller's:
+// through a real server and the middleware, one key header arrives, under
+// the canonical name, the request is not refused, and SentKey reports it. An empty one is replaced
+// by the transport's own.
+func TestTransportKeyUnderAnySpelling(t *testing.T) {
+	var arrived []string
+	srv := httptest.NewServer(idempotency.New()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived = r.Header.Values(httpx.KeyHeader)
+		w.WriteHeader(http.StatusCreated)
+	})))
+	defer srv.Close()
+	var canonical []string // what the base transport sees under the canonical name
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		canonical = r.Header[httpx.KeyHeader]
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	client := &http.Client{Transport: idempotency.NewTransport(base)}
+	for _, tc := range []struct{ name, value string }{
+		{"Idempotency-Key", "order-1"},
+		{"idempotency-key", "order-2"},
+		{"IDEMPOTENCY-KEY", "order-3"},
+		{"idempotency-key", ""},
+	} {
+		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
+			arrived, canonical = nil, nil
+			req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader("{}"))
+			require.NoError(t, err)
+			req.Header[tc.name] = []string{tc.value}
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			require.Len(t, arrived, 1, "one key header sent")
+			require.Equal(t, arrived, canonical, "under the name Go's transport looks for before resending")
+			require.Equal(t, arrived[0], idempotency.SentKey(resp))
+			if tc.value != "" {
+				require.Equal(t, tc.value, arrived[0])
+			}
+			require.Equal(t, []string{tc.value}, req.Header[tc.name], "the caller's request is not changed")
+		})
+	}
+}
+
 // TestTransportBodies: a body without GetBody is buffered and sent whole
 // on every attempt; one over the limit is sent whole, once, unretried.
 func TestTransportBodies(t *testing.T) {
