@@ -1,12 +1,12 @@
 package idempotency
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/seed43327c4c/idempotency/store"
@@ -28,8 +28,9 @@ var ErrNotStored = errors.New("idempotency: the job ran but its result was not s
 // Do runs fn once per key among all the callers, in every process, that
 // share s, and returns its result. The first caller claims the key under a
 // lease, renewed while fn runs, and stores fn's result for the retention;
-// a later caller gets the stored result without running fn. A caller that
-// finds the key in flight gets ErrInFlight, or waits (DoWait).
+// a later caller gets a copy of the stored result, its own, without
+// running fn. A caller that finds the key in flight gets ErrInFlight, or
+// waits (DoWait).
 //
 // fn returning an error releases the key, so the job may run again, and
 // Do returns the error; an error marked with Final is stored instead, and
@@ -147,7 +148,7 @@ func stored(rec store.Record) (result []byte, err error, done bool) {
 		if rec.Response.Status == doFinalStatus {
 			return nil, Final(errors.New(string(rec.Response.Body))), true
 		}
-		return rec.Response.Body, nil, true
+		return bytes.Clone(rec.Response.Body), nil, true // the caller's own, not the store's
 	default:
 		return nil, ErrNotStored, true
 	}
@@ -172,24 +173,6 @@ func outcome(ctx *callContext, result []byte, err error) *store.Response {
 // The caller must call stop when the call returns.
 func (j *job) recordContext(ctx context.Context) *detachedDeadline {
 	return newDetachedDeadline(ctx, cmp.Or(j.cfg.recordTimeout, j.cfg.lease))
-}
-
-// keepers holds Do's lease keepers, one per lease length.
-var keepers = struct {
-	mu     sync.Mutex
-	byTime map[time.Duration]*leaseKeeper
-}{byTime: make(map[time.Duration]*leaseKeeper)}
-
-// keeperFor returns the keeper of Do's leases of length lease.
-func keeperFor(lease time.Duration) *leaseKeeper {
-	keepers.mu.Lock()
-	defer keepers.mu.Unlock()
-	k := keepers.byTime[lease]
-	if k == nil {
-		k = &leaseKeeper{lease: lease, held: make(map[*heldLease]struct{})}
-		keepers.byTime[lease] = k
-	}
-	return k
 }
 
 // Final marks err, returned by Do's fn, as final: Do stores it, and later

@@ -32,18 +32,17 @@ func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) (
 	defer cancel(nil)
 	r.cancel = cancel
 	r.ctx = callContext{Context: fnCtx, c: &r.c}
-	keeper := keeperFor(j.cfg.lease)
-	keeper.keep(&r.lease, r, j.store, j.key, owner, claimedAt)
+	keeper := keepDoLease(j.cfg.lease, &r.lease, r, j.store, j.key, owner, claimedAt)
 	decided := false
 	defer func() {
 		if !decided { // fn panicked
-			keeper.stop(&r.lease)
+			stopDoLease(keeper, &r.lease)
 			r.release(owner)
 		}
 	}()
 	result, err := j.fn(&r.ctx)
 	decided = true
-	keeper.stop(&r.lease)
+	stopDoLease(keeper, &r.lease)
 
 	resp := outcome(&r.ctx, result, err)
 	if resp == nil {
@@ -76,13 +75,14 @@ func (r *jobRun) release(owner store.Lease) {
 
 func (r *jobRun) renewalContext() context.Context { return r.parent }
 
-// renewalFailed reports a failed renewal; a lost lease also ends fn's
-// context, with ErrLeaseLost as its cause.
+// renewalFailed reports a failed renewal; a lost lease then ends fn's
+// context, with ErrLeaseLost as its cause, so the report comes before Do
+// returns.
 func (r *jobRun) renewalFailed(err error) {
+	r.j.cfg.reportError(r.parent, err)
 	if errors.Is(err, store.ErrNotOwner) {
 		r.cancel(ErrLeaseLost)
 	}
-	r.j.cfg.reportError(r.parent, err)
 }
 
 // runInTx runs fn inside the claim's transaction, whose context is txCtx,

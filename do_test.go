@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,6 +51,54 @@ func TestDoRunsOnceAndReturnsTheStoredResult(t *testing.T) {
 			require.EqualValues(t, 2, job.runs.Load(), "another key is another job")
 		})
 	}
+}
+
+// TestDoResultIsTheCallersOwn: on every store, plain and transactional, a
+// caller that changes the result it got, as a buffer, changes no later
+// caller's.
+func TestDoResultIsTheCallersOwn(t *testing.T) {
+	for name, s := range bothModes() {
+		t.Run(name, func(t *testing.T) {
+			job := &countingJob{result: "sent"}
+			for range 3 {
+				got, err := idempotency.Do(t.Context(), s, "email-42", job.fn)
+				require.NoError(t, err)
+				require.Equal(t, "sent", string(got))
+				copy(got, "XXXX")
+			}
+			require.EqualValues(t, 1, job.runs.Load())
+		})
+	}
+}
+
+// TestDoLeaseKeepersEndWithTheirLeases: 100 000 calls, each with a lease
+// of its own length (as a lease derived from a deadline is) and fn run
+// under it, leave under 1 MB of heap and no goroutine 2 s after the last
+// returns: no keeper is kept per lease length, nor outlives its lease.
+func TestDoLeaseKeepersEndWithTheirLeases(t *testing.T) {
+	s := store.NewMemory()
+	errRetry := errors.New("try again later") // releases the key: fn runs on every call
+	call := func(lease time.Duration) {
+		_, err := idempotency.Do(t.Context(), s, "report", func(context.Context) ([]byte, error) {
+			return nil, errRetry
+		}, idempotency.DoLease(lease))
+		require.ErrorIs(t, err, errRetry)
+	}
+	call(2 * time.Hour)
+	goroutines := runtime.NumGoroutine()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 100_000 {
+		call(time.Hour - time.Duration(i)*time.Millisecond)
+	}
+	for end := time.Now().Add(2 * time.Second); runtime.NumGoroutine() > goroutines && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond) // not require.Eventually: its goroutine would count
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	require.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(1<<20), "heap retained")
 }
 
 // TestDoRacingCallersRunFnOnce: many goroutines call Do with one key at

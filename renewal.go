@@ -14,12 +14,15 @@ import (
 // leaseKeeper renews the leases, all of one length, of the keys whose
 // handlers (or Do's functions) are running, so that they may run far
 // longer than one lease. One goroutine per keeper (a middleware's, or
-// Do's for each lease length) does the watching: it starts with the first lease held, wakes
-// every twelfth of the lease, and ends at the first wake-up that finds no
-// lease held. At each wake-up it starts a renewal, in a goroutine of its
-// own, of every lease whose last successful renewal (or claim) started a
-// third of the lease ago or more, unless a renewal of it is already
-// running and started less than a third of the lease ago.
+// Do's for each lease length) does the watching: it starts with the first
+// lease held, wakes every twelfth of the lease, and ends at the first
+// wake-up that finds no lease held. Do's keepers (with an idle channel)
+// start it at its first wake-up instead, and end it as soon as their last
+// lease is stopped. At each wake-up it starts
+// a renewal, in a goroutine of its own, of every lease whose last
+// successful renewal (or claim) started a third of the lease ago or more,
+// unless a renewal of it is already running and started less than a third
+// of the lease ago.
 //
 // So a renewal that fails is tried again at the next wake-up, and one that
 // is slow (each may take up to a lease) does not hold the next back: a
@@ -34,6 +37,10 @@ type leaseKeeper struct {
 	mu       sync.Mutex
 	held     map[*heldLease]struct{}
 	watching bool
+
+	// Do's keepers only:
+	idle       chan struct{} // buffered: told by stop when no lease is left
+	startWatch *time.Timer   // starts the watch at its first wake-up
 }
 
 // leaseHolder is what runs under a held lease: a request's handler, or
@@ -71,33 +78,56 @@ func (k *leaseKeeper) keep(l *heldLease, holder leaseHolder, s store.Store, key 
 	k.held[l] = struct{}{}
 	if !k.watching {
 		k.watching = true
-		go k.watch()
+		if k.idle == nil {
+			go k.watch()
+		} else {
+			k.startWatch = time.AfterFunc(k.wakeEvery(), k.watch)
+		}
 	}
 }
 
 // stop ends the renewals of l: none starts after it returns, and any in
-// flight is cancelled but not waited for. A store that heeds only
+// flight is cancelled but not waited for. It reports whether k is left
+// without a lease. A store that heeds only
 // deadlines (go-redis, waiting for a reply) finishes such a renewal in the
 // background; renew then reports nothing (see renew), and the store
 // refuses it if the record has since been completed, released or taken
 // over. So a renewal stuck on a dead connection never holds up the
 // request's response.
-func (k *leaseKeeper) stop(l *heldLease) {
+func (k *leaseKeeper) stop(l *heldLease) (idle bool) {
 	k.mu.Lock()
 	delete(k.held, l)
 	cancel := l.cancel
+	idle = len(k.held) == 0
+	switch {
+	case !idle || k.idle == nil || !k.watching:
+	case k.startWatch.Stop():
+		k.watching = false
+	default:
+		select {
+		case k.idle <- struct{}{}:
+		default: // already told
+		}
+	}
 	k.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
+	return idle
 }
 
 // watch starts the renewals that are due until no lease is held.
 func (k *leaseKeeper) watch() {
 	every := k.lease / 3
-	ticker := time.NewTicker(max(k.lease/12, time.Millisecond))
+	ticker := time.NewTicker(k.wakeEvery())
 	defer ticker.Stop()
-	for now := range ticker.C {
+	for {
+		var now time.Time
+		select {
+		case now = <-ticker.C:
+		case <-k.idle:
+			now = time.Now()
+		}
 		k.mu.Lock()
 		if len(k.held) == 0 {
 			k.watching = false
@@ -112,6 +142,11 @@ func (k *leaseKeeper) watch() {
 		}
 		k.mu.Unlock()
 	}
+}
+
+// wakeEvery is the time between two wake-ups of the watch.
+func (k *leaseKeeper) wakeEvery() time.Duration {
+	return max(k.lease/12, time.Millisecond)
 }
 
 // start starts a renewal of l at now. k.mu must be held, and l held by k,
@@ -160,6 +195,38 @@ func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
 		l.holder.renewalFailed(fmt.Errorf("idempotency: lease lost while the handler ran: %w", err))
 	default:
 		l.holder.renewalFailed(fmt.Errorf("idempotency: renew: %w", err))
+	}
+}
+
+// doKeepers holds the keepers of Do's leases, one per lease length in use:
+// a keeper is added with the first lease of its length, and removed, its
+// watch ending, with the last.
+var doKeepers = struct {
+	mu     sync.Mutex
+	byTime map[time.Duration]*leaseKeeper
+}{byTime: make(map[time.Duration]*leaseKeeper)}
+
+// keepDoLease starts renewing l (see leaseKeeper.keep) under the keeper of
+// Do's leases of length lease, and returns that keeper for stopDoLease.
+func keepDoLease(lease time.Duration, l *heldLease, holder leaseHolder, s store.Store, key string, owner store.Lease, claimedAt time.Time) *leaseKeeper {
+	doKeepers.mu.Lock()
+	defer doKeepers.mu.Unlock()
+	k := doKeepers.byTime[lease]
+	if k == nil {
+		k = &leaseKeeper{lease: lease, held: make(map[*heldLease]struct{}), idle: make(chan struct{}, 1)}
+		doKeepers.byTime[lease] = k
+	}
+	k.keep(l, holder, s, key, owner, claimedAt)
+	return k
+}
+
+// stopDoLease ends the renewals of l by k, which keepDoLease returned, and
+// removes k if it is left without a lease.
+func stopDoLease(k *leaseKeeper, l *heldLease) {
+	doKeepers.mu.Lock()
+	defer doKeepers.mu.Unlock()
+	if k.stop(l) && doKeepers.byTime[k.lease] == k {
+		delete(doKeepers.byTime, k.lease)
 	}
 }
 
