@@ -56,6 +56,37 @@ func TestDoRunsOnceAndReturnsTheStoredResult(t *testing.T) {
 	}
 }
 
+// TestDoLeaseIsRenewedWhileFnRuns: fn runs for several leases; its key
+// stays in flight all along, never taken over, and its result is stored.
+func TestDoLeaseIsRenewedWhileFnRuns(t *testing.T) {
+	s := store.NewMemory()
+	lease := idempotency.DoLease(300 * time.Millisecond)
+	done := make(chan error)
+	go func() {
+		_, err := idempotency.Do(t.Context(), s, "report", func(context.Context) ([]byte, error) {
+			time.Sleep(time.Second)
+			return []byte("long"), nil
+		}, lease)
+		done <- err
+	}()
+	probe := &countingJob{result: "probe"}
+	for running := true; running; {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			running = false
+		case <-time.After(50 * time.Millisecond):
+			if _, err := idempotency.Do(t.Context(), s, "report", probe.fn, lease); err != nil {
+				require.ErrorIs(t, err, idempotency.ErrInFlight)
+			}
+		}
+	}
+	require.Zero(t, probe.runs.Load(), "the key was never taken over")
+	got, err := idempotency.Do(t.Context(), s, "report", probe.fn, lease)
+	require.NoError(t, err)
+	require.Equal(t, "long", string(got))
+}
+
 // TestDoLeaseKeepersEndWithTheirLeases: 100 000 calls, each with a lease
 // of its own length (as a lease derived from a deadline is) and fn run
 // under it, leave under 1 MB of heap and no goroutine 2 s after the last
