@@ -1,0 +1,28 @@
+package pgstore_test
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seed43327c4c/idempotency/internal/stalltest"
+	"github.com/seed43327c4c/idempotency/store"
+	pgstore "github.com/seed43327c4c/idempotency/store_postgres"
+)
+
+// TestStall: two workers, each with a pool of its own through one proxy
+// to DATABASE_URL, answer every request within the store timeout while the
+// proxy stalls, and run no payment twice (see stalltest.Run).
+func TestStall(t *testing.T) {
+	first, proxy, table := partitionable(t)
+	cfg := first.Config()
+	second := pgstore.Connect(t, cfg)
+	t.Cleanup(second.Close)
+	var stores [2]store.Store
+	for i, pool := range []*pgxpool.Pool{first, second} {
+		s := pgstore.New(pool, pgstore.WithTable(table))
+		t.Cleanup(s.Close)
+		stores[i] = s
+	}
+	stalltest.Run(t, proxy, stores)
+}

@@ -1,0 +1,32 @@
+package redisstore_test
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seed43327c4c/idempotency/internal/stalltest"
+	"github.com/seed43327c4c/idempotency/internal/tcpproxy"
+	"github.com/seed43327c4c/idempotency/store"
+	redisstore "github.com/seed43327c4c/idempotency/store_redis"
+)
+
+// TestStall: two workers, each with a client of its own through one proxy
+// to REDIS_URL, answer every request within the store timeout while the
+// proxy stalls, and run no payment twice (see stalltest.Run).
+func TestStall(t *testing.T) {
+	_, prefix := newStore(t, standalone(t))
+	var proxy *tcpproxy.Proxy
+	var stores [2]store.Store
+	for i := range stores {
+		client := standaloneWith(t, func(opts *redis.Options) {
+			if proxy == nil {
+				proxy = startProxy(t, opts.Addr)
+			}
+			opts.Addr = proxy.Addr()
+			opts.PoolSize, opts.MinIdleConns = 16, 16
+		})
+		stores[i] = redisstore.New(client, redisstore.WithPrefix(prefix))
+	}
+	stalltest.Run(t, proxy, stores)
+}
