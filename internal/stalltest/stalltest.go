@@ -104,8 +104,8 @@ func Run(t *testing.T, proxy *tcpproxy.Proxy, stores [2]store.Store, settles boo
 	for !back() && time.Since(resumed) < settle && settles {
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("back to %d goroutines (%d before) and %d connections (%d before) %v after the stall",
-		nowGoroutines, goroutines, nowConns, conns, time.Since(resumed).Round(time.Millisecond))
+	t.Logf("%v after the stall: %d goroutines (%d before), %d connections (%d before)",
+		time.Since(resumed).Round(time.Millisecond), nowGoroutines, goroutines, nowConns, conns)
 	if settles {
 		assert.True(t, back(), "goroutines %d (before: %d), connections %d (before: %d), %v after the stall",
 			nowGoroutines, goroutines, nowConns, conns, settle)
