@@ -48,9 +48,10 @@ type backoff struct{ first, max time.Duration }
 // poll calls try, which looks at key in s, each time key may have changed,
 // until try reports done, wait has passed, or ctx ends; the caller has
 // looked once before poll. If s is a store.Watcher, each look comes after
-// a watch of key has started (or failed to within storeTimeout), so that no change after the look goes
-// unseen, and the watch lasts until the next wake-up: through the try, and
-// so through the handler's or fn's run if the try claims the key. Each
+// a watch of key has started (or failed to within storeTimeout), so that
+// no change after the look goes unseen, and the watch lasts until the next
+// wake-up: through the try, and so through the handler's or fn's run if
+// the try claims the key. Each
 // round's watch starts before the last one stops, so that a store that
 // shares one subscription among a key's watches keeps it. A watch ends
 // with the wait at the latest. A timer following b is the fallback: for a
