@@ -38,7 +38,9 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 		return m.tryClaimInTx(w, r, c, token)
 	}
 	claimedAt := time.Now()
-	rec, claimed, err := m.store.Claim(r.Context(), c.key, c.fingerprint, token, m.lease)
+	ctx, deadline := withStoreDeadline(r.Context(), m.storeTimeout)
+	rec, claimed, err := m.store.Claim(ctx, c.key, c.fingerprint, token, m.lease)
+	deadline.end()
 	if claimed && err == nil {
 		m.run(w, r, c, rec.Owner, claimedAt) // reports the claim (see serve)
 		return true
@@ -56,7 +58,9 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 // handler joins (store.TxStore).
 func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
 	claimedAt, sent := m.storeStart(), m.cache.now()
-	txCtx, rec, tx, err := m.txStore.BeginClaim(r.Context(), c.key, c.fingerprint, token)
+	ctx, deadline := withStoreDeadline(r.Context(), m.storeTimeout)
+	txCtx, rec, tx, err := m.txStore.BeginClaim(ctx, c.key, c.fingerprint, token)
+	tx, err = deadline.keepTx(tx, err)
 	if tx != nil && err == nil {
 		cc, hr := newClaimedCall(r, txCtx, c)
 		cc.fence = rec.Owner.Fence

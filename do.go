@@ -48,6 +48,7 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 	for _, opt := range opts {
 		opt(&cfg)
 	}
+	cfg.storeTimeout = storeTimeout(s, cfg.storeTimeout, cfg.lease, "DoStoreTimeout", "DoLease")
 	j := job{cfg: &cfg, store: s, clientKey: key, key: doStorageKey(key), token: newToken(), fn: fn}
 	result, err, done := j.try(ctx)
 	switch {
@@ -95,7 +96,9 @@ func (j *job) try(ctx context.Context) (result []byte, err error, done bool) {
 		return j.tryInTx(ctx, ts)
 	}
 	claimedAt := time.Now()
-	rec, claimed, err := j.store.Claim(ctx, j.key, doFingerprint, j.token, j.cfg.lease)
+	claimCtx, deadline := withStoreDeadline(ctx, j.cfg.storeTimeout)
+	rec, claimed, err := j.store.Claim(claimCtx, j.key, doFingerprint, j.token, j.cfg.lease)
+	deadline.end()
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("idempotency: claim: %w", err), true
@@ -109,7 +112,9 @@ func (j *job) try(ctx context.Context) (result []byte, err error, done bool) {
 
 // tryInTx is try for a store that claims inside a transaction fn joins.
 func (j *job) tryInTx(ctx context.Context, ts store.TxStore) (result []byte, err error, done bool) {
-	txCtx, rec, tx, err := ts.BeginClaim(ctx, j.key, doFingerprint, j.token)
+	claimCtx, deadline := withStoreDeadline(ctx, j.cfg.storeTimeout)
+	txCtx, rec, tx, err := ts.BeginClaim(claimCtx, j.key, doFingerprint, j.token)
+	tx, err = deadline.keepTx(tx, err)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("idempotency: claim in transaction: %w", err), true
@@ -128,7 +133,7 @@ func (j *job) wait(ctx context.Context) ([]byte, error) {
 	var result []byte
 	var err error
 	try := func() (done bool) { result, err, done = j.try(ctx); return done }
-	switch waitPolls.poll(ctx, j.cfg.wait, j.store, j.key, try) {
+	switch waitPolls.poll(ctx, j.cfg.wait, j.store, j.cfg.storeTimeout, j.key, try) {
 	case polledDone:
 		return result, err
 	case polledInterrupted:

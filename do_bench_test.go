@@ -90,6 +90,7 @@ func BenchmarkDoRedis(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	opts.ContextTimeoutEnabled = true
 	client := redis.NewClient(opts)
 	defer client.Close()
 	trips := &roundTrips{}

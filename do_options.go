@@ -13,6 +13,7 @@ type doConfig struct {
 	lease         time.Duration
 	retention     time.Duration
 	recordTimeout time.Duration // 0: the lease
+	storeTimeout  time.Duration // set by Do (see storeTimeout)
 	wait          time.Duration
 	errorHandler  func(ctx context.Context, err error) // nil: logged by slog.Default
 }
@@ -42,6 +43,19 @@ func DoRetention(d time.Duration) DoOption {
 func DoRecordTimeout(d time.Duration) DoOption {
 	d = positive("DoRecordTimeout", "d", d)
 	return func(c *doConfig) { c.recordTimeout = d }
+}
+
+// DoStoreTimeout sets how long each store call that claims or looks at
+// Do's key may take (Claim, or with a store.TxStore, BeginClaim, and
+// DoWait's looks and watches). A claim the store has not answered in time
+// fails, and Do returns the store's error; one it applied but answered too
+// late holds the key until the lease lapses (callers get
+// ErrInFlight), and nobody runs fn. Do panics unless d is shorter than the
+// lease. The in-memory store gets no deadline. Defaults to 5 seconds, or
+// half the lease if that is shorter.
+func DoStoreTimeout(d time.Duration) DoOption {
+	d = positive("DoStoreTimeout", "d", d)
+	return func(c *doConfig) { c.storeTimeout = d }
 }
 
 // DoWait makes a caller that finds the key in flight wait up to timeout

@@ -11,5 +11,5 @@ import (
 // fallback polls every interval instead of waitPolls, and reports whether
 // it ended because try reported done.
 func PollEvery(ctx context.Context, interval, wait time.Duration, s store.Store, key string, try func() bool) bool {
-	return backoff{first: interval, max: interval}.poll(ctx, wait, s, key, try) == polledDone
+	return backoff{first: interval, max: interval}.poll(ctx, wait, s, 0, key, try) == polledDone
 }

@@ -46,6 +46,7 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 	if c.store == nil {
 		c.store = store.NewMemory()
 	}
+	c.storeTimeout = storeTimeout(c.store, c.storeTimeout, c.lease, "WithStoreTimeout", "WithLease")
 	if _, inProcess := c.store.(*store.Memory); inProcess {
 		c.cache = nil // see WithReplayCache
 	}

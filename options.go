@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -33,6 +34,7 @@ type config struct {
 	maxResponseBytes int
 	lease            time.Duration
 	recordTimeout    time.Duration // 0: the lease
+	storeTimeout     time.Duration // 0 after New: no deadline (the memory store)
 	retention        time.Duration
 	retryAfter       time.Duration
 	wait             time.Duration
@@ -306,6 +308,36 @@ func WithLease(d time.Duration) Option {
 func WithRecordTimeout(d time.Duration) Option {
 	d = positive("WithRecordTimeout", "d", d)
 	return func(c *config) { c.recordTimeout = d }
+}
+
+// WithStoreTimeout sets how long each store call that claims or looks at
+// a key may take: a claim, a wait's looks, and the start of a watch
+// (store.Watcher), or with a store.TxStore, BeginClaim. A claim or look
+// the store has not answered in time gets 503 store-unavailable with
+// Retry-After, as a store error does (or, with WithFailOpen, the handler
+// runs unprotected). A claim the store applied but answered too late
+// holds its key until the lease lapses; until then duplicates get 409,
+// and nobody runs it. The store's client must heed context deadlines on
+// its connections (go-redis: ContextTimeoutEnabled). New panics unless d
+// is shorter than the lease. The in-memory store gets no deadline.
+// Defaults to 5 seconds, or half the lease if that is shorter.
+func WithStoreTimeout(d time.Duration) Option {
+	d = positive("WithStoreTimeout", "d", d)
+	return func(c *config) { c.storeTimeout = d }
+}
+
+// storeTimeout returns the deadline of the claims and looks of s under
+// lease: timeout, or if 0, 5 seconds or half the lease if shorter; 0 (none)
+// for the in-memory store. It panics, naming option and leaseOption, if
+// timeout is not shorter than lease.
+func storeTimeout(s store.Store, timeout, lease time.Duration, option, leaseOption string) time.Duration {
+	if timeout >= lease {
+		panic(fmt.Sprintf("idempotency: %s expects a timeout shorter than the lease (%s)", option, leaseOption))
+	}
+	if _, inProcess := s.(*store.Memory); inProcess {
+		return 0
+	}
+	return cmp.Or(timeout, max(min(5*time.Second, lease/2), 1))
 }
 
 // WithRetention sets how long a completed record is kept for replay.

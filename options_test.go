@@ -147,6 +147,26 @@ func TestOptionsRefuseMisconfiguration(t *testing.T) {
 		require.NotPanics(t, func() { idempotency.WithMethods("PURGE", "report") })
 	})
 
+	// A store timeout must be shorter than the lease, for the middleware
+	// and for Do: a claim answered late still leaves time to renew.
+	t.Run("store timeouts refuse zero and the lease", func(t *testing.T) {
+		noop := func(context.Context) ([]byte, error) { return nil, nil }
+		for want, option := range map[string]func(){
+			"idempotency: WithStoreTimeout expects d > 0": func() { idempotency.WithStoreTimeout(0) },
+			"idempotency: DoStoreTimeout expects d > 0":   func() { idempotency.DoStoreTimeout(-time.Second) },
+			"idempotency: WithStoreTimeout expects a timeout shorter than the lease (WithLease)": func() {
+				idempotency.New(idempotency.WithStoreTimeout(time.Second), idempotency.WithLease(time.Second))
+			},
+			"idempotency: DoStoreTimeout expects a timeout shorter than the lease (DoLease)": func() {
+				_, _ = idempotency.Do(context.Background(), store.NewMemory(), "k", noop,
+					idempotency.DoStoreTimeout(time.Minute))
+			},
+		} {
+			require.PanicsWithValue(t, want, option)
+		}
+		require.NotPanics(t, func() { idempotency.New(idempotency.WithLease(time.Nanosecond)) })
+	})
+
 	t.Run("WithReplayHeaders refuses credentials", func(t *testing.T) {
 		require.PanicsWithValue(t, "idempotency: WithReplayHeaders: Set-Cookie is never stored", func() {
 			idempotency.New(idempotency.WithReplayHeaders("set-cookie"))

@@ -20,7 +20,7 @@ var waitPolls = backoff{first: 10 * time.Millisecond, max: 250 * time.Millisecon
 // handler run unprotected (see storeFailed).
 func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *call, token string) {
 	c.waiting, c.waitStart = true, now()
-	switch waitPolls.poll(r.Context(), m.wait, m.store, c.key, func() bool { return m.tryClaim(w, r, c, token) }) {
+	switch waitPolls.poll(r.Context(), m.wait, m.store, m.storeTimeout, c.key, func() bool { return m.tryClaim(w, r, c, token) }) {
 	case polledDone:
 		return
 	case polledInterrupted:
@@ -48,9 +48,10 @@ type backoff struct{ first, max time.Duration }
 // poll calls try, which looks at key in s, each time key may have changed,
 // until try reports done, wait has passed, or ctx ends; the caller has
 // looked once before poll. If s is a store.Watcher, each look comes after
-// a watch of key has started, so that no change after the look goes
-// unseen, and the watch lasts until the next wake-up: through the try, and
-// so through the handler's or fn's run if the try claims the key. Each
+// a watch of key has started (or failed to within storeTimeout), so that
+// no change after the look goes unseen, and the watch lasts until the next
+// wake-up: through the try, and so through the handler's or fn's run if
+// the try claims the key. Each
 // round's watch starts before the last one stops, so that a store that
 // shares one subscription among a key's watches keeps it. A watch ends
 // with the wait at the latest. A timer following b is the fallback: for a
@@ -71,7 +72,7 @@ type backoff struct{ first, max time.Duration }
 // makes the next wake-up wait a little before its look: firstHold, then
 // twice as long each time it happens again, up to b.max, so that a store
 // whose watches keep firing at once cannot turn the wait into a busy loop.
-func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, key string, try func() bool) pollEnd {
+func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, storeTimeout time.Duration, key string, try func() bool) pollEnd {
 	watcher, _ := s.(store.Watcher)
 	deadline := time.Now().Add(wait)
 	watchCtx, cancel := context.WithDeadline(ctx, deadline)
@@ -79,7 +80,7 @@ func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, ke
 	interval := min(b.first, wait)
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
-	w := startWatch(watchCtx, watcher, key)
+	w := startWatch(watchCtx, watcher, storeTimeout, key)
 	defer func() { w.end() }() // the last watch, even if try panics
 	var hold time.Duration
 	for {
@@ -96,7 +97,7 @@ func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, ke
 		if ctx.Err() != nil {
 			return polledInterrupted
 		}
-		next := startWatch(watchCtx, watcher, key)
+		next := startWatch(watchCtx, watcher, storeTimeout, key)
 		w.end()
 		w = next
 		if try() {
@@ -138,26 +139,35 @@ func pause(ctx context.Context, d time.Duration) {
 // watch is one round's watch of a waiting loop's key. The zero watch, of
 // a store that cannot watch or whose Watch failed, never wakes.
 type watch struct {
-	changed <-chan struct{}
-	stop    func()
+	changed  <-chan struct{}
+	stop     func()
+	deadline *storeDeadline // the watch's context, kept
 }
 
-// startWatch starts watching key in s, if s is not nil.
-func startWatch(ctx context.Context, s store.Watcher, key string) watch {
+// startWatch starts watching key in s, if s is not nil, giving Watch
+// timeout to start it (none if 0).
+func startWatch(ctx context.Context, s store.Watcher, timeout time.Duration, key string) watch {
 	if s == nil {
 		return watch{}
 	}
+	ctx, deadline := withStoreDeadline(ctx, timeout)
 	changed, stop, err := s.Watch(ctx, key)
-	if err != nil {
+	switch {
+	case err != nil:
+		deadline.end()
 		return watch{} // the timer polls this round
+	case !deadline.keep():
+		stop()
+		return watch{}
 	}
-	return watch{changed: changed, stop: stop}
+	return watch{changed: changed, stop: stop, deadline: deadline}
 }
 
 // end stops w, unless it has ended: it may be called again.
 func (w *watch) end() {
 	if w.stop != nil {
 		w.stop()
+		w.deadline.end()
 	}
 	*w = watch{}
 }

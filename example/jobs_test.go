@@ -100,6 +100,7 @@ func openJobBackend(ctx context.Context, backend, url string) (store.Store, jobL
 		if err != nil {
 			return nil, nil, err
 		}
+		opts.ContextTimeoutEnabled = true
 		client := redis.NewClient(opts)
 		return redisstore.New(client), func(ctx context.Context, job string) error {
 			return client.RPush(ctx, prefix+"ledger", job).Err()

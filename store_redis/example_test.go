@@ -13,7 +13,7 @@ import (
 // duplicated across them runs once. New does not dial; the client connects
 // on the first request.
 func ExampleNew() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer client.Close()
 	s := redisstore.New(client, redisstore.WithPrefix("payments-api:"))
 
@@ -29,7 +29,8 @@ func ExampleNew() {
 // touches one slot.
 func ExampleNew_cluster() {
 	client := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"},
+		Addrs:                 []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"},
+		ContextTimeoutEnabled: true,
 	})
 	defer client.Close()
 	_ = idempotency.New(idempotency.WithStore(redisstore.New(client)))

@@ -69,6 +69,7 @@ func standaloneWith(t testing.TB, edit func(*redis.Options)) redis.UniversalClie
 	}
 	opts, err := redis.ParseURL(url)
 	require.NoError(t, err, "REDIS_URL")
+	opts.ContextTimeoutEnabled = true
 	edit(opts)
 	return reachable(t, redis.NewClient(opts), "REDIS_URL="+url)
 }
@@ -82,7 +83,7 @@ func cluster(t testing.TB) redis.UniversalClient {
 	if addrs == "" {
 		t.Skip("REDIS_CLUSTER_ADDRS is not set; set it (e.g. 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002) to run the Redis Cluster tests")
 	}
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ","), PoolSize: 64})
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ","), PoolSize: 64, ContextTimeoutEnabled: true})
 	return reachable(t, client, "REDIS_CLUSTER_ADDRS="+addrs)
 }
 
@@ -99,9 +100,10 @@ func sentinel(t testing.TB) redis.UniversalClient {
 	master, addrs, ok := strings.Cut(spec, "@")
 	require.True(t, ok && master != "" && addrs != "", "REDIS_SENTINEL=%q is not master@host:port[,host:port...]", spec)
 	client := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:    master,
-		SentinelAddrs: strings.Split(addrs, ","),
-		PoolSize:      64,
+		MasterName:            master,
+		SentinelAddrs:         strings.Split(addrs, ","),
+		PoolSize:              64,
+		ContextTimeoutEnabled: true,
 	})
 	return reachable(t, client, "REDIS_SENTINEL="+spec)
 }
@@ -265,7 +267,7 @@ func (s *redisServer) kill() {
 
 // client returns a client of the server alone, closed when the test ends.
 func (s *redisServer) client(t *testing.T) *redis.Client {
-	client := redis.NewClient(&redis.Options{Addr: s.addr(), PoolSize: 64, MaxRetries: -1})
+	client := redis.NewClient(&redis.Options{Addr: s.addr(), PoolSize: 64, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
 	return client
 }

@@ -295,10 +295,11 @@ sentinel failover-timeout %[1]s 60000
 		return err == nil && len(replicas) == 1 && !strings.Contains(replicas[0]["flags"], "disconnected")
 	})
 	rig.client = redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:    failoverMaster,
-		SentinelAddrs: []string{rig.sentinel.addr()},
-		PoolSize:      256,
-		ReadTimeout:   failoverAcks + 2*time.Second,
+		MasterName:            failoverMaster,
+		SentinelAddrs:         []string{rig.sentinel.addr()},
+		PoolSize:              256,
+		ReadTimeout:           failoverAcks + 2*time.Second,
+		ContextTimeoutEnabled: true,
 	})
 	t.Cleanup(func() { _ = rig.client.Close() })
 	return rig

@@ -97,9 +97,10 @@ func WithLegacyLeaseKeys() Option {
 // New returns a store that keeps its records through client, which may be a
 // *redis.Client, a Sentinel *redis.Client or a *redis.ClusterClient. New
 // never dials: the first method call uses the client's pool. The client
-// needs ContextTimeoutEnabled, so that the middleware's deadlines bound its
-// calls, and the server a maxmemory-policy that never evicts these keys;
-// see docs/redis.md.
+// needs ContextTimeoutEnabled, so that the middleware's deadlines cut its
+// calls on a stalled connection: New panics if a *redis.Client,
+// *redis.ClusterClient or *redis.Ring has it off. The server needs a
+// maxmemory-policy that never evicts these keys; see docs/redis.md.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	if client == nil {
 		panic("redisstore: New expects a non-nil client")
@@ -111,12 +112,29 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	if s.replicas != nil {
 		s.replicas.check(client)
 	}
+	if !heedsDeadlines(client) {
+		panic("redisstore: New expects a client with ContextTimeoutEnabled: true, without which a stalled connection ignores the middleware's deadlines")
+	}
 	s.scripts = recordScripts
 	if s.leaseKeys == "1" {
 		s.scripts = hashScripts
 	}
 	s.atOnce.Store(s.leaseKeys == "" && s.replicas == nil)
 	return s
+}
+
+// heedsDeadlines reports whether client cuts a call at its context's
+// deadline; a client of a type New cannot look into is assumed to.
+func heedsDeadlines(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 // keys returns the Redis keys of key's record and of its lease in the

@@ -157,7 +157,7 @@ func TestUnreachableServer(t *testing.T) {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
 	s := redisstore.New(client)
 	ctx := t.Context()
@@ -179,11 +179,21 @@ func TestUnreachableServer(t *testing.T) {
 	}
 }
 
+// deafClient is New's panic for a client whose calls a stalled connection
+// holds past their context's deadline.
+const deafClient = "redisstore: New expects a client with ContextTimeoutEnabled: true, without which a stalled connection ignores the middleware's deadlines"
+
 // TestMisconfigurationPanics: New and the options panic, naming the
 // package, on values that cannot work.
 func TestMisconfigurationPanics(t *testing.T) {
-	client := redis.NewClient(&redis.Options{})
-	t.Cleanup(func() { _ = client.Close() })
+	client := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true})
+	deaf := []redis.UniversalClient{redis.NewClient(&redis.Options{}),
+		redis.NewClusterClient(&redis.ClusterOptions{}), redis.NewRing(&redis.RingOptions{})}
+	t.Cleanup(func() {
+		for _, c := range append(deaf, client) {
+			_ = c.Close()
+		}
+	})
 	for _, tc := range []struct {
 		name, panic string
 		build       func()
@@ -194,6 +204,12 @@ func TestMisconfigurationPanics(t *testing.T) {
 			func() { redisstore.New(client, redisstore.WithPrefix("app{1}:")) }},
 		{"no abandoned retention", "redisstore: WithAbandonedRetention expects d > 0",
 			func() { redisstore.New(client, redisstore.WithAbandonedRetention(0)) }},
+		{"a client that ignores deadlines", deafClient,
+			func() { redisstore.New(deaf[0]) }},
+		{"a Cluster client that ignores deadlines", deafClient,
+			func() { redisstore.New(deaf[1]) }},
+		{"a Ring that ignores deadlines", deafClient,
+			func() { redisstore.New(deaf[2]) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) { assert.PanicsWithValue(t, tc.panic, tc.build) })
 	}

@@ -91,7 +91,7 @@ func TestWatchPublishes(t *testing.T) {
 // works on.
 func TestWatchNeedsShardedPubSub(t *testing.T) {
 	server := startRedis(t, freePort(t), "")
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": server.addr()}})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": server.addr()}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = ring.Close() })
 	s := redisstore.New(ring) // on a server of the test's own, gone when it ends
 	claim(t, s, "pay")

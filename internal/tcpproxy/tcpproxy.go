@@ -3,7 +3,8 @@
 // loopback port and forwards every connection to its target until told to
 // partition: from then on no byte passes in either direction, yet no
 // connection is closed, so a client waits on a silent connection as it
-// would behind a dead link.
+// would behind a dead link; or to stall for a while, after which what was
+// sent arrives.
 package tcpproxy
 
 import (
@@ -19,10 +20,11 @@ type Proxy struct {
 	target      string
 	partitioned atomic.Bool
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closed  bool
+	stalled chan struct{} // while stalled: closed by Resume
+	wg      sync.WaitGroup
 }
 
 // Start returns a proxy listening on a free port of 127.0.0.1 that
@@ -49,10 +51,51 @@ func (p *Proxy) Addr() string { return p.listener.Addr().String() }
 // client that gave up.
 func (p *Proxy) Partition() { p.partitioned.Store(true) }
 
+// Stall holds everything read from then on, on connections open or opened
+// later and in either direction, until Resume: bytes, and an end's closing
+// of its connection, are passed on then, in order, as a link that stops
+// carrying packets for a while delivers them when it recovers. Connections
+// are still accepted and dialled while stalled.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled == nil {
+		p.stalled = make(chan struct{})
+	}
+}
+
+// Resume ends a Stall, passing on what it held.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled != nil {
+		close(p.stalled)
+		p.stalled = nil
+	}
+}
+
+// Conns reports how many client connections the proxy holds open.
+func (p *Proxy) Conns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns) / 2
+}
+
+// awaitFlow returns once the proxy is not stalled.
+func (p *Proxy) awaitFlow() {
+	p.mu.Lock()
+	stalled := p.stalled
+	p.mu.Unlock()
+	if stalled != nil {
+		<-stalled
+	}
+}
+
 // Close stops listening, closes every connection and waits for the
 // proxy's goroutines to end.
 func (p *Proxy) Close() error {
 	err := p.listener.Close()
+	p.Resume()
 	p.mu.Lock()
 	p.closed = true
 	for conn := range p.conns {
@@ -102,13 +145,15 @@ func (p *Proxy) track(conns ...net.Conn) bool {
 	return true
 }
 
-// pump copies what src sends to dst, dropping it once partitioned, until
-// either end fails or closes; then it closes both.
+// pump copies what src sends to dst, holding it while stalled and
+// dropping it once partitioned, until either end fails or closes; then it
+// closes both.
 func (p *Proxy) pump(dst, src net.Conn) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		p.awaitFlow()
 		if n > 0 && !p.partitioned.Load() {
 			if _, err := dst.Write(buf[:n]); err != nil {
 				break

@@ -110,6 +110,33 @@ func TestProxy(t *testing.T) {
 		requireEnded(t, ended)
 	})
 
+	t.Run("a stall holds what is sent, and a client's close, until Resume", func(t *testing.T) {
+		proxy, open, ended := dialThrough(t)
+		_, err := echo(t, open, "before", 5*time.Second)
+		require.NoError(t, err)
+		proxy.Stall()
+		later := dial(t, proxy)
+		for name, conn := range map[string]net.Conn{"open": open, "new": later} {
+			_, err := echo(t, conn, "held", 200*time.Millisecond)
+			require.ErrorIs(t, err, os.ErrDeadlineExceeded, "%s connection: silent, not closed", name)
+		}
+		require.Equal(t, 2, proxy.Conns())
+		require.NoError(t, later.Close())
+		select {
+		case <-ended:
+			require.FailNow(t, "a close passed through the stall")
+		case <-time.After(200 * time.Millisecond):
+		}
+		proxy.Resume()
+		requireEnded(t, ended)
+		require.NoError(t, open.SetReadDeadline(time.Now().Add(5*time.Second)))
+		got := make([]byte, len("held"))
+		_, err = io.ReadFull(open, got)
+		require.NoError(t, err)
+		require.Equal(t, "held", string(got), "what the stall held arrives after it")
+		require.Equal(t, 1, proxy.Conns())
+	})
+
 	t.Run("close ends every connection and stops listening", func(t *testing.T) {
 		proxy, conn, ended := dialThrough(t)
 		_, err := echo(t, conn, "open", 5*time.Second)
