@@ -11,14 +11,13 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// claimAtOnce tries to decide a claim of a string-layout record without a
-// script, in one pipeline of two commands: SET NX GET creates the record
-// if the key has none and returns the one it holds otherwise, and PTTL
-// tells the time left on it. A key with no record is claimed (fence 1);
-// a done record, or one in flight under a live lease, is answered. Only
-// what needs a decision written atomically, or a record of another
-// layout, is left to the claim script: decided is then false. The two
-// commands are not atomic together: the SET alone decides what is
+// claimAtOnce tries to decide a claim without a script, in one pipeline
+// of two commands: SET NX GET creates the record if the key has none and
+// returns the one it holds otherwise, and PTTL tells the time left on it.
+// A key with no record is claimed (fence 1); a done record, or one in
+// flight under a live lease, is answered. Only what needs a decision
+// written atomically is left to the claim script: decided is then false.
+// The two commands are not atomic together: the SET alone decides what is
 // written and what is answered, and PTTL tells how long the key lives
 // once the SET has run. A change in between (another client's commands
 // may run there) leaves the decision right and can only put the time left
@@ -39,7 +38,7 @@ func (s *Store) claimAtOnce(ctx context.Context, keys []string, fingerprint, tok
 	case redis.HasErrorPrefix(err, "ERR syntax error"): // a server before 7.0: NX with GET
 		s.atOnce.Store(false)
 		return store.Record{}, false, false, nil
-	case err != nil && refusedSet(err):
+	case redis.HasErrorPrefix(err, "OOM"): // memory is full: the script still answers a claim that only reads
 		return store.Record{}, false, false, nil
 	case err != nil:
 		return store.Record{}, false, true, err
@@ -85,12 +84,4 @@ func foundRecord(state store.State, fingerprint string, fence int64, ttl time.Du
 	h, err := headercodec.Decode([]byte(header))
 	rec.Response = &store.Response{Status: status, Header: h, Body: []byte(body)}
 	return rec, err
-}
-
-// refusedSet reports whether err is the server's refusal of the SET of
-// claimAtOnce that the claim script can get past: the key holds a hash (a
-// record of an earlier layout: WRONGTYPE), or memory is full (OOM; the
-// script still answers a claim that only reads).
-func refusedSet(err error) bool {
-	return redis.HasErrorPrefix(err, "WRONGTYPE") || redis.HasErrorPrefix(err, "OOM")
 }

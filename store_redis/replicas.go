@@ -164,7 +164,7 @@ func (s *Store) ackedClaim(ctx context.Context, keys []string, owner store.Lease
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.replicas.timeout)
 	defer cancel()
-	release := s.scripts.release.Run(rctx, s.client, keys, owner.Token, owner.Fence, s.leaseKeys).Err()
+	release := releaseScript.Run(rctx, s.client, keys, owner.Token, owner.Fence).Err()
 	if release != nil && !errors.Is(release, redis.Nil) {
 		err = errors.Join(err, fmt.Errorf("redisstore: release of the unacknowledged claim: %w", release))
 	}
@@ -178,7 +178,7 @@ func (s *Store) ackedClaim(ctx context.Context, keys []string, owner store.Lease
 // is so replaced by one that has it.
 func (s *Store) completeAcked(ctx context.Context, keys []string, args []any) error {
 	deadline := time.Now().Add(s.replicas.timeout)
-	reply, acks := s.evalWithin(ctx, s.scripts.complete, keys, s.replicas.timeout, args)
+	reply, acks := s.evalWithin(ctx, completeScript, keys, s.replicas.timeout, args)
 	for {
 		err := ownerErr("complete", reply.Err())
 		if err == nil {
@@ -193,6 +193,6 @@ func (s *Store) completeAcked(ctx context.Context, keys []string, args []any) er
 			return errors.Join(err, ctx.Err())
 		case <-time.After(min(left, resendPause)):
 		}
-		reply, acks = s.evalWithin(ctx, s.scripts.completeAgain, keys, time.Until(deadline), args)
+		reply, acks = s.evalWithin(ctx, completeAgainScript, keys, time.Until(deadline), args)
 	}
 }
