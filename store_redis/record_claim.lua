@@ -1,8 +1,7 @@
 -- record_claim: take a key, or report the record that holds it. Claim
 -- runs it when its pipeline (SET NX GET, PTTL) could not decide: the
--- record's lease lapsed or was released, the server refused the SET
--- (maxmemory, or a server before 7.0); and for every claim with
--- WithReplicaAcks.
+-- record's lease lapsed or was released, or the server refused the SET
+-- (maxmemory, or a server before 7.0).
 -- KEYS[1] record (record.lua). A takeover keeps the watchers' mark
 --         (waited), so that its completion wakes them.
 -- ARGV[1] fingerprint, ARGV[2] token, ARGV[3] lease in milliseconds,

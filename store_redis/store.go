@@ -96,7 +96,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	if s.replicas != nil {
 		s.replicas.check(client)
 	}
-	s.atOnce.Store(s.replicas == nil)
+	s.atOnce.Store(true)
 	return s
 }
 
@@ -117,31 +117,14 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	if token == "" {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", store.ErrEmptyToken)
 	}
-	keys := s.keys(key)
-	leaseMs, lifeMs := millis(lease), millis(s.inFlightLife(lease))
-	if s.atOnce.Load() {
-		rec, claimed, decided, err := s.claimAtOnce(ctx, keys, fingerprint, token, leaseMs, lifeMs)
-		if err != nil {
-			return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
-		}
-		if decided {
-			return rec, claimed, nil
-		}
+	c := claimRequest{keys: s.keys(key), fingerprint: fingerprint, token: token,
+		leaseMs: millis(lease), lifeMs: millis(s.inFlightLife(lease))}
+	if s.replicas != nil {
+		return s.claimAcked(ctx, c)
 	}
-	cmd, acks := s.eval(ctx, claimScript, keys,
-		fingerprint, token, leaseMs, lifeMs, lifeMs-leaseMs)
-	v, err := cmd.Slice()
+	rec, claimed, err := s.claim(ctx, s.client, c)
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
-	}
-	rec, claimed, err := decodeClaim(&reply{v: v}, fingerprint, token)
-	if err != nil {
-		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
-	}
-	if claimed {
-		if err := s.ackedClaim(ctx, keys, rec.Owner, acks); err != nil {
-			return store.Record{}, false, err
-		}
 	}
 	return rec, claimed, nil
 }
