@@ -51,8 +51,6 @@ func TestReplicaAcksMisconfiguration(t *testing.T) {
 	}
 }
 
-// TestReplicaAcksConformance runs the shared store suite with every write
-// waiting for a replica, on a primary and replica of the test's own.
 // TestMastersMayHaveMoved: a Cluster client's map of masters is reloaded
 // after a redirect and after a node that did not answer (a dead master
 // answers no MOVED), never after an error the server replied or a missing
@@ -96,6 +94,8 @@ func TestMastersMayHaveMoved(t *testing.T) {
 	}
 }
 
+// TestReplicaAcksConformance runs the shared store suite with every write
+// waiting for a replica, on a primary and replica of the test's own.
 func TestReplicaAcksConformance(t *testing.T) {
 	client := replicatedPrimary(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
