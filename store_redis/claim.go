@@ -11,35 +11,59 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// claimAtOnce tries to decide a claim of a string-layout record without a
-// script, in one pipeline of two commands: SET NX GET creates the record
-// if the key has none and returns the one it holds otherwise, and PTTL
-// tells the time left on it. A key with no record is claimed (fence 1);
-// a done record, or one in flight under a live lease, is answered. Only
-// what needs a decision written atomically, or a record of another
-// layout, is left to the claim script: decided is then false. The two
-// commands are not atomic together: the SET alone decides what is
+// claimRequest is what a Claim asks: keys, fingerprint and token, the lease and
+// the in-flight record's lifetime in milliseconds.
+type claimRequest struct {
+	keys               []string
+	fingerprint, token string
+	leaseMs, lifeMs    int64
+}
+
+// claim decides c through client: at once when it can, and otherwise with
+// the claim script.
+func (s *Store) claim(ctx context.Context, client redis.Cmdable, c claimRequest) (store.Record, bool, error) {
+	if s.atOnce.Load() {
+		rec, claimed, decided, err := s.claimAtOnce(ctx, client, c)
+		if err != nil || decided {
+			return rec, claimed, err
+		}
+	}
+	v, err := claimScript.Run(ctx, client, c.keys, c.fingerprint, c.token, c.leaseMs, c.lifeMs, c.lifeMs-c.leaseMs).Slice()
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	return decodeClaim(&reply{v: v}, c.fingerprint, c.token)
+}
+
+// claimAtOnce tries to decide a claim without a script, in one pipeline
+// of two commands: SET NX GET creates the record if the key has none and
+// returns the one it holds otherwise, and PTTL tells the time left on it.
+// A key with no record is claimed (fence 1); a done record, or one in
+// flight under a live lease, is answered. Only what needs a decision
+// written atomically is left to the claim script: decided is then false.
+// The two commands are not atomic together: the SET alone decides what is
 // written and what is answered, and PTTL tells how long the key lives
 // once the SET has run. A change in between (another client's commands
 // may run there) leaves the decision right and can only put the time left
 // off for that answer: a completion makes an in-flight record's lease
 // look as long as the retention, and an expiry followed by a new claim
 // gives a done record the new record's time left.
-func (s *Store) claimAtOnce(ctx context.Context, keys []string, fingerprint, token string, leaseMs, lifeMs int64) (rec store.Record, claimed, decided bool, err error) {
+func (s *Store) claimAtOnce(ctx context.Context, client redis.Cmdable, c claimRequest) (rec store.Record, claimed, decided bool, err error) {
+	fingerprint, token := c.fingerprint, c.token
 	var set, ttl *redis.Cmd
-	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		set = p.Do(ctx, "set", keys[0], encodeInFlight(fingerprint, token, lifeMs-leaseMs), "nx", "get", "px", lifeMs)
-		ttl = p.Do(ctx, "pttl", keys[0])
+	_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		set = p.Do(ctx, "set", c.keys[0], encodeInFlight(fingerprint, token, c.lifeMs-c.leaseMs), "nx", "get", "px", c.lifeMs)
+		ttl = p.Do(ctx, "pttl", c.keys[0])
 		return nil
 	})
 	v, err := set.Text()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return claimedRecord(fingerprint, token, 1, time.Duration(leaseMs)*time.Millisecond), true, true, nil
+		return claimedRecord(fingerprint, token, 1, time.Duration(c.leaseMs)*time.Millisecond), true, true, nil
 	case redis.HasErrorPrefix(err, "ERR syntax error"): // a server before 7.0: NX with GET
 		s.atOnce.Store(false)
 		return store.Record{}, false, false, nil
-	case err != nil && refusedSet(err):
+	case redis.HasErrorPrefix(err, "OOM"): // memory is full: the script still answers a claim that only reads
 		return store.Record{}, false, false, nil
 	case err != nil:
 		return store.Record{}, false, true, err
@@ -85,12 +109,4 @@ func foundRecord(state store.State, fingerprint string, fence int64, ttl time.Du
 	h, err := headercodec.Decode([]byte(header))
 	rec.Response = &store.Response{Status: status, Header: h, Body: []byte(body)}
 	return rec, err
-}
-
-// refusedSet reports whether err is the server's refusal of the SET of
-// claimAtOnce that the claim script can get past: the key holds a hash (a
-// record of an earlier layout: WRONGTYPE), or memory is full (OOM; the
-// script still answers a claim that only reads).
-func refusedSet(err error) bool {
-	return redis.HasErrorPrefix(err, "WRONGTYPE") || redis.HasErrorPrefix(err, "OOM")
 }

@@ -20,8 +20,8 @@ func LoadScripts(ctx context.Context, c redis.Scripter) error {
 	return nil
 }
 
-// ScriptedClaims makes every Claim of s run the claim script, as with
-// WithReplicaAcks, without replicas to wait for, and returns s.
+// ScriptedClaims makes every Claim of s run the claim script, as on a
+// server before 7.0, and returns s.
 func ScriptedClaims(s *Store) *Store {
 	s.atOnce.Store(false)
 	return s

@@ -228,7 +228,7 @@ type redisServer struct {
 // configuration file and the extra arguments args, and waits until it
 // answers; the server is killed when the test ends. It skips the test when
 // REDIS_URL is unset, as every Redis test does.
-func startRedis(t *testing.T, port int, conf string, args ...string) *redisServer {
+func startRedis(t testing.TB, port int, conf string, args ...string) *redisServer {
 	t.Helper()
 	if os.Getenv("REDIS_URL") == "" {
 		t.Skip("REDIS_URL is not set; set it (e.g. redis://127.0.0.1:6379/0) to run the Redis store tests, " +
@@ -266,7 +266,7 @@ func (s *redisServer) kill() {
 }
 
 // client returns a client of the server alone, closed when the test ends.
-func (s *redisServer) client(t *testing.T) *redis.Client {
+func (s *redisServer) client(t testing.TB) *redis.Client {
 	client := redis.NewClient(&redis.Options{Addr: s.addr(), PoolSize: 64, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
 	return client
@@ -282,7 +282,7 @@ func replicaOf(addr string) []string {
 }
 
 // waitForReplica waits until replica has finished its sync with its primary.
-func waitForReplica(t *testing.T, replica *redisServer) {
+func waitForReplica(t testing.TB, replica *redisServer) {
 	t.Helper()
 	client := replica.client(t)
 	eventually(t, "the replica on "+replica.addr()+" is in sync", 10*time.Second, func() bool {
@@ -293,15 +293,24 @@ func waitForReplica(t *testing.T, replica *redisServer) {
 
 // replicatedPrimary starts a primary and a replica of it, and returns a
 // client of the primary.
-func replicatedPrimary(t *testing.T) *redis.Client {
+func replicatedPrimary(t testing.TB) *redis.Client {
 	t.Helper()
-	primary := startRedis(t, freePort(t), "")
-	waitForReplica(t, startRedis(t, freePort(t), "", replicaOf(primary.addr())...))
+	primary, _ := startReplicated(t)
 	return primary.client(t)
 }
 
+// startReplicated starts a primary and a replica of it, and returns both
+// once the replica is in sync.
+func startReplicated(t testing.TB) (primary, replica *redisServer) {
+	t.Helper()
+	primary = startRedis(t, freePort(t), "")
+	replica = startRedis(t, freePort(t), "", replicaOf(primary.addr())...)
+	waitForReplica(t, replica)
+	return primary, replica
+}
+
 // freePort returns a loopback port that nothing listened on a moment ago.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -310,7 +319,7 @@ func freePort(t *testing.T) int {
 }
 
 // eventually polls cond until it holds, failing the test after within.
-func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
+func eventually(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -9,7 +9,7 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// A record of the string layout is one string:
+// A record is one string:
 //
 //	state,fence,abandoned,waited,status,#fp,#token,#header;<fp><token><header><body>
 //
@@ -47,10 +47,10 @@ func encodeInFlight(fingerprint, token string, abandonedMs int64) string {
 	return string(b)
 }
 
-// decodeRecord reads a record of the string layout, as record.lua's decode
-// does: a state of one digit, 1 to 3, a waited of 0 or 1, a fence and an
-// abandoned retention of at most 15 digits (so that Lua's numbers hold
-// them exactly), and lengths that fit what follows.
+// decodeRecord reads a record, as record.lua's decode does: a state of
+// one digit, 1 to 3, a waited of 0 or 1, a fence and an abandoned
+// retention of at most 15 digits (so that Lua's numbers hold them
+// exactly), and lengths that fit what follows.
 func decodeRecord(v string) (record, error) {
 	head, rest, ok := strings.Cut(v, ";")
 	if !ok {

@@ -1,7 +1,7 @@
 -- record_complete: turn the caller's in-flight record into a done one;
 -- follows record_owner.lua. The done record keeps no token and no
 -- abandoned retention, and expires after its retention.
--- KEYS[3] the record's channel, published on when a watcher marked the record
+-- KEYS[2] the record's channel, published on when a watcher marked the record
 -- ARGV[3] retention, in milliseconds
 -- ARGV[4] state: 2 completed, 3 unreplayable
 -- ARGV[5] status, ARGV[6] encoded header, ARGV[7] body (empty when unreplayable)
@@ -15,6 +15,6 @@ if redis.pcall('SET', KEYS[1], done, 'PX', ARGV[3]).err then
   redis.call('SET', KEYS[1], done, 'PX', ARGV[3])
 end
 if rec.waited == '1' then
-  redis.call('SPUBLISH', KEYS[3], '')
+  redis.call('SPUBLISH', KEYS[2], '')
 end
 return 1

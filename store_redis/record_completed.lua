@@ -1,6 +1,6 @@
 -- record_completed: opens record_complete when Complete is sent again to
--- wait for replicas (WithReplicaAcks), as completed.lua does for a hash. A
--- record already done under the caller's fencing number holds the
+-- wait for replicas (WithReplicaAcks). A record already done under the
+-- caller's fencing number holds the
 -- caller's own completion: its expiry is written again unchanged, a write
 -- that the WAIT sent after this script counts, and the script replies 1.
 -- ARGV[2] fencing number of the caller

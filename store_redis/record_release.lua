@@ -3,7 +3,7 @@
 -- flight with no token and so no lease, and its expiry unchanged: the
 -- next claim takes it over with the next fencing number. The watchers'
 -- mark goes with the token.
--- KEYS[3] the record's channel, published on when a watcher marked the record
+-- KEYS[2] the record's channel, published on when a watcher marked the record
 -- returns 1 when released, false (nil) when the caller does not hold the key
 local released = encode('1', rec.fence, rec.abandoned, '0', '0', rec.fp, '', '', '')
 if redis.pcall('SET', KEYS[1], released, 'KEEPTTL').err then
@@ -15,6 +15,6 @@ if redis.pcall('SET', KEYS[1], released, 'KEEPTTL').err then
   redis.call('SET', KEYS[1], released, 'KEEPTTL')
 end
 if rec.waited == '1' then
-  redis.call('SPUBLISH', KEYS[3], '')
+  redis.call('SPUBLISH', KEYS[2], '')
 end
 return 1

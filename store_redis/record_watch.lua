@@ -1,21 +1,11 @@
 -- record_watch: mark an in-flight record as waited for, so that its
--- complete and release publish on its channel. A string record gets its
--- waited field set, unless it is set already; a hash (written by an
--- earlier version, or with WithLegacyLeaseKeys) gets the field waited,
--- which ended.lua, closing the hash layout's complete and release, reads.
+-- complete and release publish on its channel: its waited field is set,
+-- unless it is set already.
 -- KEYS[1] record
 -- returns 1 when the record is in flight with a token and now marked,
 --         0 when it is not: missing, done or released
 local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' then
-  local h = redis.call('HMGET', KEYS[1], 'state', 'token')
-  if h[1] ~= '1' or not h[2] or h[2] == '' then
-    return 0
-  end
-  redis.call('HSET', KEYS[1], 'waited', 1)
-  return 1
-end
-local rec = v and decode(v)
+local rec = type(v) == 'string' and decode(v)
 if not rec or rec.state ~= '1' or rec.token == '' then
   return 0
 end

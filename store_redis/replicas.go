@@ -25,15 +25,15 @@ const resendPause = 100 * time.Millisecond
 
 // WithReplicaAcks makes every write wait for n replicas to acknowledge it,
 // so that a Sentinel or Cluster failover keeps it: WAIT n timeout follows
-// the script in one pipeline (one round trip), on the primary of the key.
+// it on its connection to the key's primary, in one pipeline with a renew,
+// complete or release, and after a claim (a second round trip) only when
+// the claim took the key: a replay, a 409 or a 422 waits for no replica.
 // A write fewer replicas acknowledged within timeout returns an error
 // wrapping ErrNotReplicated. Claim then releases its claim (best effort)
-// so the request never runs on a claim a failover could lose; a claim that
-// changed nothing (a replay, a key in flight) is answered whatever the
-// count. Complete is sent again (a completion already made counts as
-// done) until acknowledged or timeout has passed, so that it outlives the
-// loss of its primary: timeout should cover a failover, and the
-// middleware's lease outlast it. New panics unless the client is a
+// so the request never runs on a claim a failover could lose. Complete is
+// sent again (a completion already made counts as done) until acknowledged
+// or timeout has passed, so that it outlives the loss of its primary:
+// timeout should cover a failover, and the middleware's lease outlast it. New panics unless the client is a
 // *redis.Client or *redis.ClusterClient whose ReadTimeout exceeds timeout.
 // Off by default.
 func WithReplicaAcks(n int, timeout time.Duration) Option {
@@ -94,10 +94,16 @@ func (s *Store) evalWithin(ctx context.Context, script *redis.Script, keys []str
 	if redis.HasErrorPrefix(reply.Err(), "NOSCRIPT") {
 		reply, acks = s.replicas.pipeline(ctx, primary, script.Eval, keys, wait, args)
 	}
-	if c, ok := s.client.(*redis.ClusterClient); ok && mastersMayHaveMoved(reply.Err()) {
-		c.ReloadState(ctx) // the next call asks the slot's master anew
-	}
+	s.reloadIfMoved(ctx, reply.Err())
 	return reply, acks
+}
+
+// reloadIfMoved makes a Cluster client ask for the slots' masters anew
+// when err, from a node, says they may have moved.
+func (s *Store) reloadIfMoved(ctx context.Context, err error) {
+	if c, ok := s.client.(*redis.ClusterClient); ok && mastersMayHaveMoved(err) {
+		c.ReloadState(ctx)
+	}
 }
 
 // mastersMayHaveMoved reports whether err, from a Cluster node, means the
@@ -105,8 +111,14 @@ func (s *Store) evalWithin(ctx context.Context, script *redis.Script, keys []str
 // does not serve, or it did not answer at all (a master that died answers
 // no MOVED, and its replica may have taken its slots over).
 func mastersMayHaveMoved(err error) bool {
+	return isRedirect(err) || unanswered(err)
+}
+
+// unanswered reports whether err means that no reply came: the connection
+// failed or the call timed out.
+func unanswered(err error) bool {
 	var reply redis.Error
-	return isRedirect(err) || err != nil && !errors.Is(err, redis.Nil) && !errors.As(err, &reply)
+	return err != nil && !errors.Is(err, redis.Nil) && !errors.As(err, &reply)
 }
 
 // primaryOf returns the client of the server that holds key: a Cluster's
@@ -153,6 +165,45 @@ func (s *Store) acked(op string, acks int) error {
 		op, acks, s.replicas.n, s.replicas.timeout, ErrNotReplicated)
 }
 
+// claimAcked is Claim with WithReplicaAcks: the claim, and WAIT only when
+// it claimed the key, run on one connection to the key's primary, since
+// WAIT counts the writes of its own connection; a replay, a 409 or a 422
+// so waits for no replica. A claim whose connection failed is sent once
+// more on another, where its token recognises it, as go-redis would send
+// it again.
+func (s *Store) claimAcked(ctx context.Context, c claimRequest) (store.Record, bool, error) {
+	rec, claimed, acks, err := s.claimOnConn(ctx, c)
+	if unanswered(err) && ctx.Err() == nil {
+		rec, claimed, acks, err = s.claimOnConn(ctx, c)
+	}
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	if claimed {
+		if err := s.ackedClaim(ctx, c.keys, rec.Owner, acks); err != nil {
+			return store.Record{}, false, err
+		}
+	}
+	return rec, claimed, nil
+}
+
+// claimOnConn runs c, then WAIT if it claimed the key, on one connection
+// to the key's primary, and returns how many replicas WAIT counted.
+func (s *Store) claimOnConn(ctx context.Context, c claimRequest) (rec store.Record, claimed bool, acks int, err error) {
+	node, err := nodeOf(ctx, s.client, c.keys[0])
+	if err != nil {
+		return store.Record{}, false, 0, err
+	}
+	conn := node.Conn()
+	defer conn.Close()
+	rec, claimed, err = s.claim(ctx, conn, c)
+	s.reloadIfMoved(ctx, err)
+	if err == nil && claimed {
+		acks, _ = conn.Do(ctx, "wait", s.replicas.n, millis(s.replicas.timeout)).Int()
+	}
+	return rec, claimed, acks, err
+}
+
 // ackedClaim returns nil when owner's claim of keys was acknowledged, and
 // otherwise releases it, best effort, within the acknowledgement timeout
 // and without waiting for replicas, and returns the error: a request must
@@ -164,7 +215,7 @@ func (s *Store) ackedClaim(ctx context.Context, keys []string, owner store.Lease
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.replicas.timeout)
 	defer cancel()
-	release := s.scripts.release.Run(rctx, s.client, keys, owner.Token, owner.Fence, s.leaseKeys).Err()
+	release := releaseScript.Run(rctx, s.client, keys, owner.Token, owner.Fence).Err()
 	if release != nil && !errors.Is(release, redis.Nil) {
 		err = errors.Join(err, fmt.Errorf("redisstore: release of the unacknowledged claim: %w", release))
 	}
@@ -178,7 +229,7 @@ func (s *Store) ackedClaim(ctx context.Context, keys []string, owner store.Lease
 // is so replaced by one that has it.
 func (s *Store) completeAcked(ctx context.Context, keys []string, args []any) error {
 	deadline := time.Now().Add(s.replicas.timeout)
-	reply, acks := s.evalWithin(ctx, s.scripts.complete, keys, s.replicas.timeout, args)
+	reply, acks := s.evalWithin(ctx, completeScript, keys, s.replicas.timeout, args)
 	for {
 		err := ownerErr("complete", reply.Err())
 		if err == nil {
@@ -193,6 +244,6 @@ func (s *Store) completeAcked(ctx context.Context, keys []string, args []any) er
 			return errors.Join(err, ctx.Err())
 		case <-time.After(min(left, resendPause)):
 		}
-		reply, acks = s.evalWithin(ctx, s.scripts.completeAgain, keys, time.Until(deadline), args)
+		reply, acks = s.evalWithin(ctx, completeAgainScript, keys, time.Until(deadline), args)
 	}
 }

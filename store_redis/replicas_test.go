@@ -2,15 +2,18 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,8 +51,6 @@ func TestReplicaAcksMisconfiguration(t *testing.T) {
 	}
 }
 
-// TestReplicaAcksConformance runs the shared store suite with every write
-// waiting for a replica, on a primary and replica of the test's own.
 // TestMastersMayHaveMoved: a Cluster client's map of masters is reloaded
 // after a redirect and after a node that did not answer (a dead master
 // answers no MOVED), never after an error the server replied or a missing
@@ -93,6 +94,8 @@ func TestMastersMayHaveMoved(t *testing.T) {
 	}
 }
 
+// TestReplicaAcksConformance runs the shared store suite with every write
+// waiting for a replica, on a primary and replica of the test's own.
 func TestReplicaAcksConformance(t *testing.T) {
 	client := replicatedPrimary(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
@@ -101,8 +104,10 @@ func TestReplicaAcksConformance(t *testing.T) {
 	})
 }
 
-// TestReplicaAcksRoundTrips: with replica acks, each store call through the
-// middleware is still one pipeline of two commands: the script, then WAIT.
+// TestReplicaAcksRoundTrips: with replica acks, through the middleware, a
+// claim that takes the key is its pipeline, then WAIT on the same
+// connection; a complete is one pipeline of the script and WAIT; and a
+// replay is the claim's pipeline alone.
 func TestReplicaAcksRoundTrips(t *testing.T) {
 	client := replicatedPrimary(t)
 	log := &commandLog{}
@@ -115,9 +120,9 @@ func TestReplicaAcksRoundTrips(t *testing.T) {
 	log.take()
 
 	require.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
-	assert.Equal(t, []string{"evalsha wait", "evalsha wait"}, log.take(), "claim, complete")
+	assert.Equal(t, []string{"set pttl", "wait", "evalsha wait"}, log.take(), "claim, complete")
 	require.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
-	assert.Equal(t, []string{"evalsha wait"}, log.take(), "a replay: claim")
+	assert.Equal(t, []string{"set pttl"}, log.take(), "a replay: claim")
 }
 
 // TestReplicaAcksTooFew: on servers without replicas (the shared
@@ -171,6 +176,73 @@ func TestReplicaAcksTooFew(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestReplicaDownAnswersAtOnce: with WithReplicaAcks and the replica
+// killed, the answers a claim gives without writing (a replay, a 409 for
+// a key in flight, a 422 for a key sent again with another body) wait for
+// no replica: the primary runs no WAIT for them, and 99% of them come
+// within 100 ms, where a WAIT would take the acknowledgement timeout.
+// Ten goroutines send each kind 100 times; the lease of an hour keeps
+// renewals, which do wait, out of the count.
+func TestReplicaDownAnswersAtOnce(t *testing.T) {
+	primary, replica := startReplicated(t)
+	client := primary.client(t)
+	s, _ := newStore(t, client, redisstore.WithReplicaAcks(1, time.Second))
+	entered, finish := make(chan struct{}), make(chan struct{})
+	handler := idempotency.New(idempotency.WithStore(s), idempotency.WithLease(time.Hour))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(entered)
+			<-finish
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	require.Equal(t, http.StatusCreated, post(handler, "/payments", "done"))
+	slow := make(chan int)
+	go func() { slow <- post(handler, "/slow", "slow") }()
+	<-entered
+	replica.kill()
+	eventually(t, "the primary has no replica left", 10*time.Second, func() bool {
+		info, err := client.Info(t.Context(), "replication").Result()
+		return err == nil && strings.Contains(info, "connected_slaves:0")
+	})
+
+	waits := commandWorkOf(t, client)["wait"].calls
+	for _, tc := range []struct {
+		name, path, key, body string
+		want                  int
+	}{
+		{"replay", "/payments", "done", `{"amount":100}`, http.StatusCreated},
+		{"409", "/slow", "slow", `{"amount":100}`, http.StatusConflict},
+		{"422", "/payments", "done", `{"amount":200}`, http.StatusUnprocessableEntity},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			took := make([]time.Duration, 100)
+			var next atomic.Int64
+			var senders sync.WaitGroup
+			for range 10 {
+				senders.Go(func() {
+					for i := next.Add(1) - 1; i < int64(len(took)); i = next.Add(1) - 1 {
+						r := httptest.NewRequest(http.MethodPost, tc.path, strings.NewReader(tc.body))
+						r.Header.Set("Idempotency-Key", tc.key)
+						w := httptest.NewRecorder()
+						start := time.Now()
+						handler.ServeHTTP(w, r)
+						took[i] = time.Since(start)
+						assert.Equal(t, tc.want, w.Code)
+					}
+				})
+			}
+			senders.Wait()
+			slices.Sort(took)
+			p99 := took[len(took)*99/100-1]
+			t.Logf("p50 %v, p99 %v, max %v", took[len(took)/2], p99, took[len(took)-1])
+			assert.LessOrEqual(t, p99, 100*time.Millisecond, "p99")
+		})
+	}
+	assert.Equal(t, waits, commandWorkOf(t, client)["wait"].calls, "WAITs the primary ran")
+	close(finish)
+	<-slow
 }
 
 // requireNotReplicated requires err to be op's ErrNotReplicated, counting
@@ -232,6 +304,7 @@ const (
 // middleware while the primary's replication link is cut, the primary is
 // killed with SIGKILL, and Sentinel promotes the replica, which lacks what
 // the primary wrote after the cut; then every key gets one more duplicate.
+// Three failovers, each on a rig of its own, with and without the option.
 // With WithReplicaAcks(1, ...) no key's handler runs twice: a claim the
 // replica never acknowledged gets 503 and never runs, and a completion it
 // never acknowledged is sent again to the promoted replica. Without the
@@ -245,23 +318,25 @@ func TestFailoverKeepsEveryRecord(t *testing.T) {
 		{"with replica acks", []redisstore.Option{redisstore.WithReplicaAcks(1, failoverAcks)}},
 		{"without replica acks", nil},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rig := startFailoverRig(t)
-			storm := newDuplicateStorm(t, redisstore.New(rig.client, tc.opts...))
-			storm.start(300, 3, 5*time.Millisecond)
-			time.Sleep(600 * time.Millisecond) // the storm is under way
-			rig.failOver(t, 400*time.Millisecond)
-			storm.wait()
-			storm.start(300, 1, 0) // a late duplicate of every key
-			storm.wait()
+		for failover := range 3 {
+			t.Run(fmt.Sprintf("%s/failover %d", tc.name, failover+1), func(t *testing.T) {
+				rig := startFailoverRig(t)
+				storm := newDuplicateStorm(t, redisstore.New(rig.client, tc.opts...))
+				storm.start(300, 3, 5*time.Millisecond)
+				time.Sleep(600 * time.Millisecond) // the storm is under way
+				rig.failOver(t, 400*time.Millisecond)
+				storm.wait()
+				storm.start(300, 1, 0) // a late duplicate of every key
+				storm.wait()
 
-			twice := storm.keysRunTwice()
-			t.Logf("%d of %d keys ran twice; store errors: %v", len(twice), 300, storm.errorCounts())
-			require.Len(t, storm.executions, 300, "every key ran")
-			if tc.opts != nil {
-				assert.Empty(t, twice, "keys whose handler ran twice")
-			}
-		})
+				twice := storm.keysRunTwice()
+				t.Logf("%d of %d keys ran twice; store errors: %v", len(twice), 300, storm.errorCounts())
+				require.Len(t, storm.executions, 300, "every key ran")
+				if tc.opts != nil {
+					assert.Empty(t, twice, "keys whose handler ran twice")
+				}
+			})
+		}
 	}
 }
 
@@ -438,4 +513,41 @@ func (s *duplicateStorm) errorCounts() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.errors
+}
+
+// BenchmarkReplicaAcks measures what WithReplicaAcks(1, ...) costs a first
+// request (a Claim of a fresh key and a Complete) and a replay on a
+// primary whose replica is up, one request at a time, and reports the
+// median time of each, and its round trips, counted by a go-redis hook.
+func BenchmarkReplicaAcks(b *testing.B) {
+	client := replicatedPrimary(b)
+	log := &commandLog{}
+	client.AddHook(log)
+	s, _ := newStore(b, client, redisstore.WithReplicaAcks(1, time.Second))
+	claimComplete(b, s, "done") // also loads the scripts
+	for _, bc := range []struct {
+		name string
+		run  func() bool
+	}{
+		{"first-request", func() bool { return claimComplete(b, s, rand.Text()) }},
+		{"replay", func() bool {
+			_, claimed, err := s.Claim(b.Context(), "done", "fp", "replay", time.Minute)
+			return err == nil && !claimed
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			log.take()
+			var took []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if !bc.run() {
+					b.Fatal("the request failed")
+				}
+				took = append(took, time.Since(start))
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(len(log.take()))/float64(b.N), "round-trips/op")
+		})
+	}
 }

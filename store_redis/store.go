@@ -19,9 +19,7 @@
 // retention after its lease, so the lease left is the time left minus
 // that retention. The waited field marks a record a Watch waits for: its
 // complete or release then publishes on the shard channel
-// <prefix>{<hash>}:changed. Records of earlier versions, hashes (with the
-// lease in <prefix>{<hash>}:lease in the two-key layout), are still
-// honoured; WithLegacyLeaseKeys keeps writing them.
+// <prefix>{<hash>}:changed.
 package redisstore
 
 import (
@@ -49,8 +47,6 @@ type Store struct {
 	prefix    string
 	abandoned time.Duration
 	replicas  *replicaAcks // nil: writes do not wait for replicas
-	leaseKeys string       // "1": leases are written to lease keys too
-	scripts   scripts      // of the layout records are kept in
 	atOnce    atomic.Bool  // Claim tries claimAtOnce first
 
 	subscribers subscribers // of Watch
@@ -83,17 +79,6 @@ func WithAbandonedRetention(d time.Duration) Option {
 	return func(s *Store) { s.abandoned = d }
 }
 
-// WithLegacyLeaseKeys makes the store keep records as earlier versions of
-// this package read them: as hashes, with each lease also in a key of its
-// own, <prefix>{<hash>}:lease, so that processes still running such a
-// version honour the leases this store takes (they fail on a string
-// record). Use it while they run beside this one (a rolling upgrade), then
-// drop it. Each claim is then a script, and each claim, renew, complete
-// and release takes a few more commands. Off by default: string records.
-func WithLegacyLeaseKeys() Option {
-	return func(s *Store) { s.leaseKeys = "1" }
-}
-
 // New returns a store that keeps its records through client, which may be a
 // *redis.Client, a Sentinel *redis.Client or a *redis.ClusterClient. New
 // never dials: the first method call uses the client's pool. The client
@@ -115,11 +100,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	if !heedsDeadlines(client) {
 		panic("redisstore: New expects a client with ContextTimeoutEnabled: true, without which a stalled connection ignores the middleware's deadlines")
 	}
-	s.scripts = recordScripts
-	if s.leaseKeys == "1" {
-		s.scripts = hashScripts
-	}
-	s.atOnce.Store(s.leaseKeys == "" && s.replicas == nil)
+	s.atOnce.Store(true)
 	return s
 }
 
@@ -137,12 +118,11 @@ func heedsDeadlines(client redis.UniversalClient) bool {
 	return true
 }
 
-// keys returns the Redis keys of key's record and of its lease in the
-// two-key layout, and the name of the record's shard channel (see Watch),
-// which share key's hash as their hash tag.
+// keys returns the Redis key of key's record and the name of the record's
+// shard channel (see Watch), which share key's hash as their hash tag.
 func (s *Store) keys(key string) []string {
 	record := s.prefix + "{" + store.HashKey(key) + "}"
-	return []string{record, record + ":lease", record + ":changed"}
+	return []string{record, record + ":changed"}
 }
 
 // Claim implements store.Store. Its record holds lease on the Redis clock;
@@ -155,31 +135,14 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	if token == "" {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", store.ErrEmptyToken)
 	}
-	keys := s.keys(key)
-	leaseMs, lifeMs := millis(lease), millis(s.inFlightLife(lease))
-	if s.atOnce.Load() {
-		rec, claimed, decided, err := s.claimAtOnce(ctx, keys, fingerprint, token, leaseMs, lifeMs)
-		if err != nil {
-			return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
-		}
-		if decided {
-			return rec, claimed, nil
-		}
+	c := claimRequest{keys: s.keys(key), fingerprint: fingerprint, token: token,
+		leaseMs: millis(lease), lifeMs: millis(s.inFlightLife(lease))}
+	if s.replicas != nil {
+		return s.claimAcked(ctx, c)
 	}
-	cmd, acks := s.eval(ctx, claimScript, keys,
-		fingerprint, token, leaseMs, lifeMs, lifeMs-leaseMs, s.leaseKeys)
-	v, err := cmd.Slice()
+	rec, claimed, err := s.claim(ctx, s.client, c)
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
-	}
-	rec, claimed, err := decodeClaim(&reply{v: v}, fingerprint, token)
-	if err != nil {
-		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
-	}
-	if claimed {
-		if err := s.ackedClaim(ctx, keys, rec.Owner, acks); err != nil {
-			return store.Record{}, false, err
-		}
 	}
 	return rec, claimed, nil
 }
@@ -203,7 +166,7 @@ func decodeClaim(r *reply, fingerprint, token string) (store.Record, bool, error
 // the Redis clock, and the record's expiry to its abandoned retention
 // after that.
 func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
-	cmd, acks := s.eval(ctx, s.scripts.renew, s.keys(key), owner.Token, owner.Fence, millis(lease), s.leaseKeys)
+	cmd, acks := s.eval(ctx, renewScript, s.keys(key), owner.Token, owner.Fence, millis(lease))
 	if err := ownerErr("renew", cmd.Err()); err != nil {
 		return err
 	}
@@ -217,11 +180,11 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 	if resp != nil {
 		state, status, header, body = store.StateCompleted, resp.Status, headercodec.Encode(resp.Header), resp.Body
 	}
-	args := []any{owner.Token, owner.Fence, millis(retention), int(state), status, header, body, s.leaseKeys}
+	args := []any{owner.Token, owner.Fence, millis(retention), int(state), status, header, body}
 	if s.replicas != nil {
 		return s.completeAcked(ctx, s.keys(key), args)
 	}
-	return ownerErr("complete", s.scripts.complete.Run(ctx, s.client, s.keys(key), args...).Err())
+	return ownerErr("complete", completeScript.Run(ctx, s.client, s.keys(key), args...).Err())
 }
 
 // Release implements store.Store. The record is not deleted: it stays in
@@ -229,7 +192,7 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 // WithAbandonedRetention), so the next claim takes it over with a higher
 // fencing number than the releasing owner's.
 func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
-	cmd, acks := s.eval(ctx, s.scripts.release, s.keys(key), owner.Token, owner.Fence, s.leaseKeys)
+	cmd, acks := s.eval(ctx, releaseScript, s.keys(key), owner.Token, owner.Fence)
 	if err := ownerErr("release", cmd.Err()); err != nil {
 		return err
 	}

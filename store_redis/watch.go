@@ -32,11 +32,11 @@ var _ store.Watcher = (*Store)(nil)
 // changed; stop then does nothing more.
 func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	keys := s.keys(key)
-	node, err := nodeOf(ctx, s.client, keys[2])
+	node, err := nodeOf(ctx, s.client, keys[1])
 	if err != nil {
 		return nil, nil, fmt.Errorf("redisstore: watch: %w", err)
 	}
-	sub, t, err := s.subscribers.join(ctx, node, keys[2])
+	sub, t, err := s.subscribers.join(ctx, node, keys[1])
 	if err != nil {
 		if c, ok := s.client.(*redis.ClusterClient); ok && ctx.Err() == nil && mastersMayHaveMoved(err) {
 			c.ReloadState(ctx) // a MOVED reply to SSUBSCRIBE, or a master gone

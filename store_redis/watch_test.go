@@ -124,48 +124,24 @@ func requireClosed(t *testing.T, changed <-chan struct{}, why string) {
 
 // TestTakeoverKeepsTheMark: a watcher of a key whose owner's lease lapses
 // is not woken by the claim that takes the key over, and is woken by that
-// claim's completion, with string records and with hash records alike.
+// claim's completion.
 func TestTakeoverKeepsTheMark(t *testing.T) {
-	for name, opts := range map[string][]redisstore.Option{
-		"string records": nil,
-		"hash records":   {redisstore.WithLegacyLeaseKeys()},
-	} {
-		t.Run(name, func(t *testing.T) {
-			s, _ := newStore(t, standalone(t), opts...)
-			ctx := t.Context()
-			first, claimed, err := s.Claim(ctx, "k", "fp", "first", 100*time.Millisecond)
-			require.NoError(t, err)
-			require.True(t, claimed)
-			changed := watch(t, s, "k")
-			time.Sleep(300 * time.Millisecond)
-			second, claimed, err := s.Claim(ctx, "k", "fp", "second", time.Minute)
-			require.NoError(t, err)
-			require.True(t, claimed, "the lapsed lease is taken over")
-			require.Greater(t, second.Owner.Fence, first.Owner.Fence)
-			select {
-			case <-changed:
-				t.Fatal("woken by the takeover")
-			case <-time.After(50 * time.Millisecond):
-			}
-			require.NoError(t, s.Complete(ctx, "k", second.Owner, nil, time.Minute))
-			requireClosed(t, changed, "the watcher, by the takeover's completion")
-		})
-	}
-}
-
-// TestWatchOfAHashRecord: a store of string records watching a key that a
-// store of the hash layout holds marks the hash, so that it waits, and is
-// woken by that store's completion.
-func TestWatchOfAHashRecord(t *testing.T) {
-	s, prefix := newStore(t, standalone(t))
-	legacy := redisstore.New(standalone(t), redisstore.WithPrefix(prefix), redisstore.WithLegacyLeaseKeys())
-	owner := claim(t, legacy, "k")
+	s, _ := newStore(t, standalone(t))
+	ctx := t.Context()
+	first, claimed, err := s.Claim(ctx, "k", "fp", "first", 100*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, claimed)
 	changed := watch(t, s, "k")
+	time.Sleep(300 * time.Millisecond)
+	second, claimed, err := s.Claim(ctx, "k", "fp", "second", time.Minute)
+	require.NoError(t, err)
+	require.True(t, claimed, "the lapsed lease is taken over")
+	require.Greater(t, second.Owner.Fence, first.Owner.Fence)
 	select {
 	case <-changed:
-		t.Fatal("woken while the hash record is in flight")
+		t.Fatal("woken by the takeover")
 	case <-time.After(50 * time.Millisecond):
 	}
-	require.NoError(t, legacy.Complete(t.Context(), "k", owner, nil, time.Minute))
-	requireClosed(t, changed, "the hash record's completion")
+	require.NoError(t, s.Complete(ctx, "k", second.Owner, nil, time.Minute))
+	requireClosed(t, changed, "the watcher, by the takeover's completion")
 }
