@@ -42,8 +42,6 @@ var (
 	recordCompleteLua string
 	//go:embed record_release.lua
 	recordReleaseLua string
-	//go:embed record_completed.lua
-	recordCompletedLua string
 	//go:embed record_watch.lua
 	recordWatchLua string
 )
@@ -78,12 +76,16 @@ var (
 		release:       redis.NewScript(ownerLua + releaseLua + endedLua),
 		completeAgain: redis.NewScript(completedLua + ownerLua + completeLua + endedLua),
 	}
+	// recordComplete is complete and completeAgain of the string layout:
+	// it replies 1 to a Complete sent again by the owner that completed
+	// the record.
+	recordComplete = redis.NewScript(recordLua + recordCompleteLua)
 	// recordScripts keep a record as a string (record.go).
 	recordScripts = scripts{
 		renew:         redis.NewScript(recordLua + recordOwnerLua + recordRenewLua),
-		complete:      redis.NewScript(recordLua + recordOwnerLua + recordCompleteLua),
+		complete:      recordComplete,
 		release:       redis.NewScript(recordLua + recordOwnerLua + recordReleaseLua),
-		completeAgain: redis.NewScript(recordLua + recordCompletedLua + recordOwnerLua + recordCompleteLua),
+		completeAgain: recordComplete,
 	}
 )
 
