@@ -39,7 +39,9 @@ func DoRetention(d time.Duration) DoOption {
 
 // DoRecordTimeout sets how long each store call that records fn's outcome
 // (Complete or Release; with a store.TxStore, Commit or Rollback) may take.
-// It runs even if Do's context has ended. Defaults to the lease (DoLease).
+// It runs even if Do's context has ended; Complete and Release are sent
+// again, after a short pause, while they fail with a connection error
+// within it. Defaults to the lease (DoLease).
 func DoRecordTimeout(d time.Duration) DoOption {
 	d = positive("DoRecordTimeout", "d", d)
 	return func(c *doConfig) { c.recordTimeout = d }

@@ -53,7 +53,9 @@ func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) (
 		return result, err
 	}
 	rctx := j.recordContext(ctx)
-	cerr := j.store.Complete(rctx, j.key, owner, resp, j.cfg.retention)
+	cerr := resend(rctx, func(ctx context.Context) error {
+		return j.store.Complete(ctx, j.key, owner, resp, j.cfg.retention)
+	})
 	rctx.stop()
 	switch {
 	case errors.Is(cerr, store.ErrNotOwner):
@@ -68,7 +70,7 @@ func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) (
 func (r *jobRun) release(owner store.Lease) {
 	ctx := r.j.recordContext(r.parent)
 	defer ctx.stop()
-	if err := r.j.store.Release(ctx, r.j.key, owner); err != nil {
+	if err := resend(ctx, func(ctx context.Context) error { return r.j.store.Release(ctx, r.j.key, owner) }); err != nil {
 		r.j.cfg.reportError(r.parent, fmt.Errorf("idempotency: release: %w", err))
 	}
 }

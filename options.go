@@ -300,9 +300,11 @@ func WithLease(d time.Duration) Option {
 // WithRecordTimeout sets how long each store call that records a
 // request's outcome may take: Complete and Release, or with a
 // store.TxStore, Commit and Rollback. The call runs even if the client has
-// gone away; one that has not answered in time fails and is reported to
-// the error handler like any store error, and a commit that fails so
-// answers the client 503. The store's client must heed context deadlines
+// gone away; Complete and Release are sent again, after a short pause,
+// while they fail with a connection error (a failover takes seconds). One
+// that has not succeeded in time fails and is reported to the error
+// handler like any store error, and a commit that fails so answers the
+// client 503. The store's client must heed context deadlines
 // on its connections (go-redis: ContextTimeoutEnabled). Defaults to the
 // lease (WithLease).
 func WithRecordTimeout(d time.Duration) Option {

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/http"
 
@@ -60,12 +61,14 @@ func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) store.
 // complete records c's finished request: resp for replay, or nil for done
 // but not replayable, and keeps the record in the replay cache once the
 // store has it. It runs even if the client has gone away, within the
-// record timeout.
+// record timeout, and is sent again on connection errors (see resend).
 func (m *middleware) complete(r *http.Request, c *claimedCall, owner store.Lease, resp *store.Response) {
 	ctx := m.recordContext(r, c)
 	defer ctx.stop()
 	started, sent := m.storeStart(), m.cache.now()
-	err := m.store.Complete(ctx, c.key, owner, resp, m.retention)
+	err := resend(ctx, func(ctx context.Context) error {
+		return m.store.Complete(ctx, c.key, owner, resp, m.retention)
+	})
 	m.storeCalled(ctx, StoreComplete, started, err)
 	if err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: complete: %w", err))
@@ -77,13 +80,15 @@ func (m *middleware) complete(r *http.Request, c *claimedCall, owner store.Lease
 // release frees c's claim, if still ours, so a retry may run. A release
 // the store refuses with store.ErrNotOwner (the lease was lost, and the key
 // perhaps taken over, while the handler ran) is reported, as a refused
-// complete is: the handler may have run beside another. Like complete, it
-// runs within the record timeout even if the client has gone away.
+// complete is: the handler may have run beside another (or, right after a
+// connection error, a first try took effect). Like complete, it runs
+// within the record timeout even if the client has gone away, and is sent
+// again on connection errors.
 func (m *middleware) release(r *http.Request, c *claimedCall, owner store.Lease) {
 	ctx := m.recordContext(r, c)
 	defer ctx.stop()
 	started := m.storeStart()
-	err := m.store.Release(ctx, c.key, owner)
+	err := resend(ctx, func(ctx context.Context) error { return m.store.Release(ctx, c.key, owner) })
 	m.storeCalled(ctx, StoreRelease, started, err)
 	if err != nil {
 		m.errorHandler(r, fmt.Errorf("idempotency: release: %w", err))

@@ -180,9 +180,10 @@ func (m *Memory) withHeld(key string, owner Lease, update func(i int32)) error {
 }
 
 // Complete implements Store. It returns ErrNotOwner if key is missing,
-// already completed, or in flight under another lease. As with Renew, an
-// owner whose lease has ended may still complete the record while nobody
-// has taken it over. Header keys without values are not stored. A response
+// completed by another lease, or in flight under another lease, and nil,
+// changing nothing, if owner completed it already. As with Renew, an owner
+// whose lease has ended may still complete the record while nobody has
+// taken it over. Header keys without values are not stored. A response
 // that does not fit under WithMaxBytes, even after a sweep, completes the
 // key as done but not replayable. Nothing of resp is kept: the record holds
 // copies.
@@ -192,10 +193,18 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	if resp != nil {
 		header = encodeHeader(scratch[:0], resp.Header)
 	}
-	return m.withHeld(key, owner, func(i int32) {
+	key = keptKey(key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := m.records.find(m.records.hash(key), key)
+	switch {
+	case i >= 0 && m.records.slots[i].heldBy(owner):
 		m.wake(i)
 		m.complete(i, resp, header, retention)
-	})
+	case i < 0 || !m.records.slots[i].doneBy(owner):
+		return ErrNotOwner
+	}
+	return nil
 }
 
 // complete completes the in-flight record in slot i, with resp and its
@@ -203,8 +212,8 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 func (m *Memory) complete(i int32, resp *Response, header []byte, retention time.Duration) {
 	r := m.records.slots[i]
 	done := r
-	done.state, done.token = StateUnreplayable, ""
-	if resp != nil && m.fits(len(r.key())+len(r.fingerprint())+len(header)+len(resp.Body)) {
+	done.state = StateUnreplayable
+	if resp != nil && m.fits(len(r.token)+len(r.key())+len(r.fingerprint())+len(header)+len(resp.Body)) {
 		done = r.completed(&m.arena, resp.Status, header, resp.Body)
 		m.bytes += done.size()
 	}
@@ -323,7 +332,7 @@ func (m *Memory) compactIfWasteful() {
 	for i := range m.records.slots {
 		r := &m.records.slots[i]
 		if r.inArena() && m.arena.evacuating(r.chunk) {
-			r.data, r.chunk = m.arena.move(r.data, r.chunk)
+			r.move(m.arena.move(r.data, r.chunk))
 		}
 	}
 }

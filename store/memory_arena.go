@@ -54,17 +54,15 @@ type chunk struct {
 // newArena returns an arena without chunks.
 func newArena() arena { return arena{current: -1} }
 
-// add copies the record data made of key, fingerprint, header and body, in
-// that order, into a chunk, and returns it and the chunk's number. Empty
-// data takes no chunk: add returns "" and -1.
-func (a *arena) add(key, fingerprint string, header, body []byte) (string, int32) {
-	n := len(key) + len(fingerprint) + len(header) + len(body)
-	if n == 0 {
-		return "", -1
-	}
+// add copies the record data made of token, key, fingerprint, header and
+// body, in that order, into a chunk, and returns it and the chunk's
+// number. The data is never empty: a token never is.
+func (a *arena) add(token, key, fingerprint string, header, body []byte) (string, int32) {
+	n := len(token) + len(key) + len(fingerprint) + len(header) + len(body)
 	c := a.room(n)
 	text := a.chunks[c].text
 	start := text.Len()
+	text.WriteString(token)
 	text.WriteString(key)
 	text.WriteString(fingerprint)
 	text.Write(header)
@@ -152,7 +150,7 @@ func (a *arena) evacuating(c int32) bool { return a.chunks[c].evacuate }
 // move copies data, a record's in chunk c, into another chunk, and drops
 // it from c. It returns the copy and the chunk it lies in.
 func (a *arena) move(data string, c int32) (string, int32) {
-	copied, into := a.add(data, "", nil, nil)
+	copied, into := a.add(data, "", "", nil, nil)
 	a.drop(c, len(data))
 	return copied, into
 }

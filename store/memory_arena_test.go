@@ -72,7 +72,7 @@ func TestMemoryArenaLargeResponse(t *testing.T) {
 	rec := completeBody(t, m, "big", big, short)
 	require.Equal(t, big, rec.Response.Body)
 	held, live := store.MemoryArena(m)
-	require.Equal(t, small+len(big)+len("big")+len("fp-big"), live)
+	require.Equal(t, small+tokenLen+len("big")+len("fp-big")+len(big), live)
 	require.Greater(t, held, chunkSize+len(big), "a chunk of its own")
 	require.Less(t, held, chunkSize+(live-small)*9/8, "of about the data's size")
 
@@ -81,30 +81,6 @@ func TestMemoryArenaLargeResponse(t *testing.T) {
 	held, live = store.MemoryArena(m)
 	require.Equal(t, chunkSize, held)
 	require.Equal(t, small, live)
-}
-
-// TestMemoryEmptyRecord: a completed record with no data at all (an empty
-// key and fingerprint, a response without header or body) takes no chunk,
-// so the chunk of the records completed beside it goes when they do, and
-// the empty record is swept without touching it.
-func TestMemoryEmptyRecord(t *testing.T) {
-	t.Parallel()
-	m := store.NewMemory(store.WithMaxBytes(math.MaxInt))
-	ctx := t.Context()
-	body := []byte(strings.Repeat("b", 10<<10))
-	for i := range 6 { // about 60 KiB: most of the first chunk
-		completeBody(t, m, fmt.Sprint("k", i), body, short)
-	}
-	rec, ok, err := m.Claim(ctx, "", "", "token", lease)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.NoError(t, m.Complete(ctx, "", rec.Owner, &store.Response{Status: 204}, short))
-	completeBody(t, m, "long", body, retention) // fills a second chunk, which becomes current
-	time.Sleep(pastShort)
-	mustClaim(t, m, "new", lease) // sweeps all but "long"
-	held, live := store.MemoryArena(m)
-	require.Equal(t, len("long")+len("fp-long")+len(body), live)
-	require.Equal(t, chunkSize, held)
 }
 
 // TestMemoryLongKeys: a key over 63 bytes is kept as its SHA-256 in hex, so
@@ -126,9 +102,9 @@ func TestMemoryLongKeys(t *testing.T) {
 		require.Equal(t, "body of "+key, string(rec.Response.Body))
 		require.Equal(t, "fp-"+key, rec.Fingerprint)
 	}
-	want := 0 // each record's kept key, fingerprint and body
+	want := 0 // each record's token, kept key, fingerprint and body
 	for _, key := range keys {
-		want += min(len(key), 64) + len("fp-"+key) + len("body of "+key)
+		want += tokenLen + min(len(key), 64) + len("fp-"+key) + len("body of "+key)
 	}
 	_, live := store.MemoryArena(m)
 	require.Equal(t, want, live, "no record keeps a key of more than 64 bytes")

@@ -9,10 +9,11 @@ import (
 // memRecord is one key's record in a Memory store, kept by value in the
 // index's slice so that claiming a new key allocates nothing of its own.
 //
-// A completed record keeps everything in one string, data: its key, its
-// fingerprint, its header fields (each as in appendField) and its body,
-// copied into the store's arena, in the chunk numbered chunk (-1 if data
-// is empty). The record then holds no string of the caller's, and its
+// A completed record keeps everything in one string, data: its owner's
+// token, its key, its fingerprint, its header fields (each as in
+// appendField) and its body, copied into the store's arena, in the chunk
+// numbered chunk; token is the start of data. The
+// record then holds no string of the caller's, and its
 // memory lies in a chunk without pointers inside, which the garbage
 // collector marks without scanning. In flight, and when done without a
 // response, data is the fingerprint alone and the key is held apart, in
@@ -23,12 +24,12 @@ import (
 type memRecord struct {
 	state     State  // 0 in a free slot of the index
 	callerKey string // the key, unless data holds it
-	token     string // in flight only
+	token     string // the owner's; none once released
 	fence     int64
 	expires   time.Duration // on the store's monotonic clock
 	status    int
 	data      string
-	fpAt      int       // data[fpAt:headAt] is the fingerprint
+	fpAt      int       // data[len(token):fpAt] is the key, data[fpAt:headAt] the fingerprint
 	headAt    int       // data[headAt:bodyAt] the header fields
 	bodyAt    int       // data[bodyAt:] the body
 	resp      *Response // decoded by the first duplicate, then shared
@@ -51,10 +52,10 @@ func inFlight(key, fingerprint, token string, fence int64, expires time.Duration
 // key returns r's key: the copy in data of a completed record, or the
 // caller's string.
 func (r *memRecord) key() string {
-	if r.callerKey != "" {
+	if r.state != StateCompleted {
 		return r.callerKey
 	}
-	return r.data[:r.fpAt]
+	return r.data[len(r.token):r.fpAt]
 }
 
 // fingerprint returns the fingerprint of the request that claimed r.
@@ -72,13 +73,20 @@ func (r *memRecord) size() int {
 }
 
 // inArena reports whether r's data lies in the store's arena, in chunk
-// r.chunk: r is completed, with data of at least one byte.
-func (r *memRecord) inArena() bool { return r.state == StateCompleted && r.chunk >= 0 }
+// r.chunk: r is completed.
+func (r *memRecord) inArena() bool { return r.state == StateCompleted }
 
 // heldBy reports whether owner holds r: r is in flight under owner's token
 // and fencing number. An empty token holds nothing.
 func (r *memRecord) heldBy(owner Lease) bool {
 	return r.state == StateInFlight && owner.Token != "" &&
+		r.token == owner.Token && r.fence == owner.Fence
+}
+
+// doneBy reports whether owner completed r: r is done, with or without a
+// response, under owner's token and fencing number.
+func (r *memRecord) doneBy(owner Lease) bool {
+	return (r.state == StateCompleted || r.state == StateUnreplayable) && owner.Token != "" &&
 		r.token == owner.Token && r.fence == owner.Fence
 }
 
@@ -107,16 +115,23 @@ func (r *memRecord) view(now time.Duration) Record {
 }
 
 // completed returns r completed with a response of status, header fields
-// encoded by encodeHeader, and body: r's key and fingerprint, the header
-// and the body copied into one string in a.
+// encoded by encodeHeader, and body: r's token, key and fingerprint, the
+// header and the body copied into one string in a.
 func (r *memRecord) completed(a *arena, status int, header, body []byte) memRecord {
 	key, fingerprint := r.key(), r.fingerprint()
-	data, chunk := a.add(key, fingerprint, header, body)
-	headAt := len(key) + len(fingerprint)
+	data, chunk := a.add(r.token, key, fingerprint, header, body)
+	fpAt := len(r.token) + len(key)
+	headAt := fpAt + len(fingerprint)
 	return memRecord{
-		state: StateCompleted, fence: r.fence, status: status, chunk: chunk,
-		data: data, fpAt: len(key), headAt: headAt, bodyAt: headAt + len(header),
+		state: StateCompleted, token: data[:len(r.token)], fence: r.fence, status: status, chunk: chunk,
+		data: data, fpAt: fpAt, headAt: headAt, bodyAt: headAt + len(header),
 	}
+}
+
+// move puts r's data in chunk c of the arena, as data, which holds the
+// same bytes.
+func (r *memRecord) move(data string, c int32) {
+	r.data, r.token, r.chunk = data, data[:len(r.token)], c
 }
 
 // encodeHeader appends header's fields to buf, each name and value as

@@ -59,6 +59,9 @@ func TestMemoryUnwatchedKeysAllocateNothing(t *testing.T) {
 	}
 }
 
+// tokenLen is the length of the tokens claim draws (rand.Text).
+const tokenLen = 26
+
 // claim claims key on m with a fresh token and requires no error.
 func claim(t *testing.T, m *store.Memory, key string, d time.Duration) (store.Record, bool) {
 	t.Helper()

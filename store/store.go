@@ -72,8 +72,10 @@ type Store interface {
 	// Complete turns owner's in-flight record into a completed one kept for
 	// retention. A nil resp marks the key done but not replayable: the
 	// request ran, and duplicates must not run it again, but its response
-	// was not stored. If owner no longer holds the key, Complete returns
-	// ErrNotOwner and changes nothing.
+	// was not stored. If owner completed the key already (a call sent
+	// again after its reply was lost), Complete returns nil and changes
+	// nothing. If owner no longer holds the key, it returns ErrNotOwner and
+	// changes nothing.
 	//
 	// resp is only lent: a store copies or encodes what it keeps of it
 	// before Complete returns, since the caller reuses the memory of its
@@ -161,7 +163,8 @@ type Response struct {
 
 // ErrNotOwner is returned by Renew, Complete and Release when the caller's
 // lease is no longer the one holding the key: it expired and was taken
-// over, or the record is gone.
+// over, the record is gone, or it is done (a Renew or Release after the
+// owner's Complete).
 var ErrNotOwner = errors.New("store: lease not held by this owner")
 
 // ErrEmptyToken is returned by Claim, and by a TxStore's BeginClaim, when

@@ -173,7 +173,7 @@ func TestTableNamedAfterAStatementsPart(t *testing.T) {
 	schema := testSchema(t, testPool(t))
 	p := ownPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.RuntimeParams["search_path"] = schema })
 	ctx := context.Background()
-	for _, name := range []string{"guard", "inserted", "taken", "done", "expired"} {
+	for _, name := range []string{"guard", "inserted", "taken", "again", "done", "expired"} {
 		t.Run(name, func(t *testing.T) {
 			s := New(p, WithTable(name))
 			require.NoError(t, s.Migrate(ctx))

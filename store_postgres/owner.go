@@ -12,7 +12,7 @@ import (
 
 // The owner's statements touch key $1 only while it is in flight under
 // token $2 and fence $3; a row count of zero means the caller no longer
-// holds it. They take no advisory lock, so a stale owner whose row a
+// holds it (or, but for completeSQL, completed it). They take no advisory lock, so a stale owner whose row a
 // TxStore's open transaction took over waits for that transaction to end,
 // then matches no row if it committed (and its own row again if it rolled
 // back): the lock cannot tell such a takeover from a transactional
@@ -26,15 +26,24 @@ WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
 
 	// completeSQL stores state $4 and the response ($5 status, $6 header,
 	// $7 body, all NULL when not replayable) for $8 microseconds, and
-	// wakes the key's watchers (see wakeSQL).
+	// wakes the key's watchers (see wakeSQL). A row already done under
+	// token $2 and fence $3 (a Complete sent again after its reply was
+	// lost) counts as one row, again, and is left as it is: again sees the
+	// row as it was before the UPDATE, so a row the UPDATE completes is
+	// counted once. again comes first, where the table's name cannot mean
+	// done.
 	completeSQL = `
-WITH done AS (
+WITH again AS (
+    SELECT FROM idempotency_keys WHERE key = $1 AND token = $2 AND fence = $3 AND state <> 1
+), done AS (
     UPDATE idempotency_keys
     SET state = $4, status = $5, header = $6, body = $7,
         expires_at = statement_timestamp() + $8::bigint * interval '1 microsecond'
     WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1
     RETURNING key
-)` + wakeSQL
+)` + wakeSQL + `
+UNION ALL
+SELECT NULL FROM again`
 
 	// releaseSQL ends the lease now and clears the token, and wakes the
 	// key's watchers (see wakeSQL). The row stays in flight, so the next
@@ -60,7 +69,9 @@ func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease 
 // Complete implements store.Store: one UPDATE, one round trip, which also
 // wakes the key's watchers (see Watch). The retention is counted from the
 // database's statement_timestamp(). A lease that has lapsed but was
-// neither taken over nor swept is still the owner's and may be completed.
+// neither taken over nor swept is still the owner's and may be completed;
+// a row the owner completed already is left as it is, and Complete
+// returns nil.
 func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
 	state, status, header, body := completion(resp)
 	return s.ownerExec(ctx, "complete", s.sql.complete, key, owner,

@@ -15,9 +15,10 @@ import (
 //     idle_session_timeout) or pgx sent nothing on it. Such a statement
 //     almost surely did not run, and running it again is harmless even if
 //     it did: a Claim that had won finds the key in flight under its own
-//     token and reports it claimed again, a Complete or Release that had
-//     succeeded reports store.ErrNotOwner, a Renew extends the lease once
-//     more, and DeleteExpired deletes what is left. Each failure discards
+//     token and reports it claimed again, a Complete that had succeeded
+//     finds the row completed under its own lease and succeeds, a Release
+//     that had succeeded reports store.ErrNotOwner, a Renew extends the
+//     lease once more, and DeleteExpired deletes what is left. Each failure discards
 //     one dead connection, so op runs again at most as many times as the
 //     pool holds connections.
 //   - With a serialization failure (see serializationFailure): under

@@ -17,7 +17,7 @@ import (
 // flight, 2 completed, 3 unreplayable), the fencing number, the abandoned
 // retention in milliseconds (0 once done), 1 if a watcher marked the
 // record, the status (0 unless completed), and the byte lengths of the
-// fingerprint, the token (empty once done or released) and the encoded
+// fingerprint, the owner's token (empty once released) and the encoded
 // header, which follow, the body last. record.lua reads and writes the
 // same layout.
 type record struct {

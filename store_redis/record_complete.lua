@@ -1,12 +1,27 @@
--- record_complete: turn the caller's in-flight record into a done one;
--- follows record_owner.lua. The done record keeps no token and no
--- abandoned retention, and expires after its retention.
+-- record_complete: turn the caller's in-flight record into a done one,
+-- which keeps the caller's token and fencing number but no abandoned
+-- retention, and expires after its retention. A record already done under
+-- the caller's token and fencing number holds the caller's own completion
+-- (a Complete sent again after its reply was lost): its expiry is written
+-- again unchanged, a write that a WAIT sent after this script counts
+-- (WithReplicaAcks), and the script replies 1.
+-- KEYS[1] record
 -- KEYS[2] the record's channel, published on when a watcher marked the record
+-- ARGV[1] token of the caller, ARGV[2] fencing number of the caller
 -- ARGV[3] retention, in milliseconds
 -- ARGV[4] state: 2 completed, 3 unreplayable
 -- ARGV[5] status, ARGV[6] encoded header, ARGV[7] body (empty when unreplayable)
 -- returns 1 when completed, false (nil) when the caller does not hold the key
-local done = encode(ARGV[4], rec.fence, '0', '0', ARGV[5], rec.fp, '', ARGV[6], ARGV[7])
+local v = redis.pcall('GET', KEYS[1])
+local rec = type(v) == 'string' and decode(v)
+if not rec or rec.token ~= ARGV[1] or ARGV[1] == '' or tonumber(rec.fence) ~= tonumber(ARGV[2]) then
+  return false
+end
+if rec.state ~= '1' then
+  redis.call('PEXPIRE', KEYS[1], math.max(1, redis.call('PTTL', KEYS[1])))
+  return 1
+end
+local done = encode(ARGV[4], rec.fence, '0', '0', ARGV[5], rec.fp, rec.token, ARGV[6], ARGV[7])
 if redis.pcall('SET', KEYS[1], done, 'PX', ARGV[3]).err then
   -- Memory is full: Redis refuses a script's first write that may grow
   -- it, but not one after another write. Refused, the response would be

@@ -244,6 +244,6 @@ func (s *Store) completeAcked(ctx context.Context, keys []string, args []any) er
 			return errors.Join(err, ctx.Err())
 		case <-time.After(min(left, resendPause)):
 		}
-		reply, acks = s.evalWithin(ctx, completeAgainScript, keys, time.Until(deadline), args)
+		reply, acks = s.evalWithin(ctx, completeScript, keys, time.Until(deadline), args)
 	}
 }

@@ -25,8 +25,6 @@ var (
 	recordCompleteLua string
 	//go:embed record_release.lua
 	recordReleaseLua string
-	//go:embed record_completed.lua
-	recordCompletedLua string
 	//go:embed record_watch.lua
 	recordWatchLua string
 )
@@ -39,19 +37,16 @@ var (
 	// watchScript marks an in-flight record as waited for and replies 1,
 	// or replies 0 when the record is not in flight.
 	watchScript = redis.NewScript(recordLua + recordWatchLua)
-	// renewScript, completeScript and releaseScript open with the owner
-	// guard and reply 1 when done, nil when the caller does not hold the
-	// key.
+	// renewScript and releaseScript open with the owner guard; they and
+	// completeScript reply 1 when done, nil when the caller does not hold
+	// the key. completeScript also replies 1 to a Complete sent again by
+	// the owner that completed the record.
 	renewScript    = redis.NewScript(recordLua + recordOwnerLua + recordRenewLua)
-	completeScript = redis.NewScript(recordLua + recordOwnerLua + recordCompleteLua)
+	completeScript = redis.NewScript(recordLua + recordCompleteLua)
 	releaseScript  = redis.NewScript(recordLua + recordOwnerLua + recordReleaseLua)
-	// completeAgainScript is completeScript as Complete sends it again
-	// (WithReplicaAcks): it also replies 1 when the record is already done
-	// under the caller's fencing number.
-	completeAgainScript = redis.NewScript(recordLua + recordCompletedLua + recordOwnerLua + recordCompleteLua)
 )
 
 // allScripts returns every script of the store.
 func allScripts() []*redis.Script {
-	return []*redis.Script{claimScript, watchScript, renewScript, completeScript, releaseScript, completeAgainScript}
+	return []*redis.Script{claimScript, watchScript, renewScript, completeScript, releaseScript}
 }

@@ -446,6 +446,33 @@ func TestClaimSentAgainAfterALostReply(t *testing.T) {
 	require.False(t, claimed, "another request's claim still finds the key taken")
 }
 
+// TestCompleteSentAgainAfterALostReply: when the reply to a Complete is
+// lost and go-redis sends the call again, the second run finds the record
+// completed under the caller's own lease and succeeds, changing nothing:
+// the response stays the first one.
+func TestCompleteSentAgainAfterALostReply(t *testing.T) {
+	armed := new(atomic.Bool)
+	s, _ := newStore(t, lossyClient(t, armed))
+	ctx := t.Context()
+	warm, _, err := s.Claim(ctx, "warm-up", "fp", "token-0", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, "warm-up", warm.Owner, nil, time.Minute)) // loads the script
+	rec, claimed, err := s.Claim(ctx, "pay", "fp", "token-1", time.Minute)
+	require.NoError(t, err)
+	require.True(t, claimed)
+
+	armed.Store(true)
+	first := &store.Response{Status: http.StatusCreated, Body: []byte("first")}
+	require.NoError(t, s.Complete(ctx, "pay", rec.Owner, first, time.Minute), "the caller's own completion, sent again")
+	require.False(t, armed.Load(), "the reply was lost")
+
+	dup, claimed, err := s.Claim(ctx, "pay", "fp", "token-2", time.Minute)
+	require.NoError(t, err)
+	require.False(t, claimed)
+	require.Equal(t, store.StateCompleted, dup.State)
+	require.Equal(t, "first", string(dup.Response.Body))
+}
+
 // partitionable returns a store whose client reaches REDIS_URL through a
 // proxy, and the proxy. The client heeds context deadlines
 // (ContextTimeoutEnabled, which WithRecordTimeout needs), and its own read

@@ -10,7 +10,8 @@ import (
 
 // The owner's statements touch key ?1 only while it is in flight under
 // token ?2 and fence ?3; a row count of zero means the caller no longer
-// holds it. Each sets sweep_at to the new expires_at, for the sweeper.
+// holds it (or, but for completeSQL, completed it). Each sets sweep_at to
+// the new expires_at, for the sweeper.
 var (
 	// renewSQL extends the lease to ?4 milliseconds from now.
 	renewSQL = onSQLiteClock(`
@@ -18,11 +19,16 @@ UPDATE idempotency_keys SET expires_at = NOW + ?4, sweep_at = NOW + ?4
 WHERE key = ?1 AND token = ?2 AND fence = ?3 AND state = 1`)
 
 	// completeSQL stores state ?4 and the response (?5 status, ?6 header,
-	// ?7 body, all NULL when not replayable) for ?8 milliseconds.
+	// ?7 body, all NULL when not replayable) for ?8 milliseconds. A row
+	// already done under token ?2 and fence ?3 (a Complete sent again
+	// after its reply was lost) is written as it is, and so counts as one
+	// row, unchanged.
 	completeSQL = onSQLiteClock(`
-UPDATE idempotency_keys SET state = ?4, status = ?5, header = ?6, body = ?7, expires_at = NOW + ?8,
-    sweep_at = NOW + ?8
-WHERE key = ?1 AND token = ?2 AND fence = ?3 AND state = 1`)
+UPDATE idempotency_keys
+SET state = iif(state = 1, ?4, state), status = iif(state = 1, ?5, status),
+    header = iif(state = 1, ?6, header), body = iif(state = 1, ?7, body),
+    expires_at = iif(state = 1, NOW + ?8, expires_at), sweep_at = iif(state = 1, NOW + ?8, sweep_at)
+WHERE key = ?1 AND token = ?2 AND fence = ?3`)
 
 	// releaseSQL ends the lease now and clears the token. The row stays in
 	// flight, so the next claim takes it over with a higher fence, until
@@ -41,8 +47,9 @@ func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease 
 
 // Complete implements store.Store: one UPDATE. The retention is counted
 // from SQLite's clock. A lease that has lapsed but was neither taken over
-// nor swept is still the owner's and may be completed. It wakes the
-// store's watchers of key (see Watch).
+// nor swept is still the owner's and may be completed; a row the owner
+// completed already is left as it is, and Complete returns nil. It wakes
+// the store's watchers of key (see Watch).
 func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
 	if resp == nil {
 		return s.endingExec(ctx, "complete", completeSQL, key, owner,

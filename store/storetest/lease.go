@@ -28,15 +28,34 @@ func testLeaseOpsOnMissingKey(t *testing.T, s store.Store) {
 	mustClaim(t, s, "missing", "fp", longLease)
 }
 
-// testLeaseOpsOnCompletedKey: once its owner completed a key, Renew,
-// Complete and Release by that same lease return store.ErrNotOwner and
-// leave the stored response as it was.
+// testLeaseOpsOnCompletedKey: once its owner completed a key, with a
+// response or without, a Complete by that same lease (sent again, its
+// first reply lost) returns nil and changes nothing: neither the stored
+// response nor the retention. Renew and Release by it, and all three by
+// any other lease, return store.ErrNotOwner.
 func testLeaseOpsOnCompletedKey(t *testing.T, s store.Store) {
-	owner := mustClaim(t, s, "done", "fp", longLease)
-	want := keyedResponse("done")
-	complete(t, s, "done", owner, want)
-	requireAllRefused(t, s, "done", owner)
-	requireCompleted(t, s, "done", "fp", want)
+	ctx := t.Context()
+	for key, want := range map[string]*store.Response{"done": keyedResponse("done"), "unreplayable": nil} {
+		owner := mustClaim(t, s, key, "fp", longLease)
+		complete(t, s, key, owner, want)
+		require.NoError(t, s.Complete(ctx, key, owner, sampleResponse(), shortLease), "Complete of %q sent again", key)
+		require.NoError(t, s.Complete(ctx, key, owner, nil, shortLease), "Complete(nil) of %q sent again", key)
+		requireNotOwner(t, s.Renew(ctx, key, owner, longLease), "Renew")
+		requireNotOwner(t, s.Release(ctx, key, owner), "Release")
+		for _, other := range []store.Lease{
+			{Token: owner.Token, Fence: owner.Fence + 1},
+			{Token: newToken(), Fence: owner.Fence},
+			{Token: "", Fence: owner.Fence},
+		} {
+			requireAllRefused(t, s, key, other)
+		}
+	}
+	sleepPastShortLease()
+	requireCompleted(t, s, "done", "fp", keyedResponse("done"))
+	rec := mustLose(t, s, "unreplayable", "fp-other")
+	require.Equal(t, store.StateUnreplayable, rec.State)
+	require.Nil(t, rec.Response)
+	requireTTL(t, rec.TTL, retention)
 }
 
 // testWrongLeaseIsRefused: the lease is the token and the fencing number

@@ -12,7 +12,9 @@
 //     response if there is one, and never the owner's token.
 //   - Renew, Complete and Release succeed only for the exact lease (token
 //     and fencing number) that holds the key in flight; anything else gets
-//     an error matching store.ErrNotOwner and changes nothing.
+//     an error matching store.ErrNotOwner and changes nothing, but for a
+//     Complete by the lease that completed the key, which succeeds and
+//     changes nothing (a call sent again after its reply was lost).
 //   - Complete with a response makes the key completed, with a nil one
 //     unreplayable; Release frees the key (deleting or keeping the record,
 //     as the store chooses) so that the next Claim wins.
