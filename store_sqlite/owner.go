@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/seed43327c4c/idempotency/internal/headercodec"
@@ -71,7 +72,7 @@ func (s *Store) ownerExec(ctx context.Context, op, sql, key string, owner store.
 		return store.ErrNotOwner
 	}
 	args = append([]any{store.HashKey(key), []byte(owner.Token), owner.Fence}, args...)
-	n, err := s.exec(ctx, op, sql, args...)
+	n, err := s.exec(ctx, op, true, sql, args...)
 	if err != nil {
 		return err
 	}
@@ -81,18 +82,15 @@ func (s *Store) ownerExec(ctx context.Context, op, sql, key string, owner store.
 	return nil
 }
 
-// exec runs sql in its turn (see write) and returns how many rows it
-// changed. Errors are wrapped for op.
-func (s *Store) exec(ctx context.Context, op, sql string, args ...any) (rows int64, err error) {
-	err = s.write(ctx, op, func() error {
-		res, err := s.db.ExecContext(ctx, sql, args...)
+// exec runs query in its turn (see write), ahead of the others for an
+// owner, and returns how many rows it changed. Errors are wrapped for op.
+func (s *Store) exec(ctx context.Context, op string, owner bool, query string, args ...any) (rows int64, err error) {
+	err = s.write(ctx, op, owner, func(conn *sql.Conn) error {
+		res, err := conn.ExecContext(ctx, query, args...)
 		if err == nil {
 			rows, err = res.RowsAffected()
 		}
-		if err != nil {
-			return wrap(op, err)
-		}
-		return nil
+		return err
 	})
 	return rows, err
 }
