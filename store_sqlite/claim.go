@@ -74,7 +74,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		ttl     int64
 	)
 	row := store.HashKey(key)
-	err := s.write(ctx, "claim", false, func(conn *sql.Conn) error {
+	err := s.write(ctx, "claim", other, func(conn *sql.Conn) error {
 		err := conn.QueryRowContext(ctx, liveSQL, row, []byte(token)).
 			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
 		if errors.Is(err, sql.ErrNoRows) {

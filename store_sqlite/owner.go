@@ -37,7 +37,7 @@ WHERE key = ?1 AND token = ?2 AND fence = ?3 AND state = 1`)
 // SQLite's clock. A lease that has lapsed but was neither taken over nor
 // swept is still the owner's and may be renewed.
 func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
-	return s.ownerExec(ctx, "renew", renewSQL, key, owner, lease.Milliseconds())
+	return s.ownerExec(ctx, "renew", renewal, renewSQL, key, owner, lease.Milliseconds())
 }
 
 // Complete implements store.Store: one UPDATE. The retention is counted
@@ -67,12 +67,12 @@ func (s *Store) Release(ctx context.Context, key string, owner store.Lease) erro
 // with the statement's own arguments after ?1 to ?3. An empty token holds
 // nothing: a released row keeps an empty one, so such a lease is refused
 // without asking the database.
-func (s *Store) ownerExec(ctx context.Context, op, sql, key string, owner store.Lease, args ...any) error {
+func (s *Store) ownerExec(ctx context.Context, op string, k kind, sql, key string, owner store.Lease, args ...any) error {
 	if owner.Token == "" {
 		return store.ErrNotOwner
 	}
 	args = append([]any{store.HashKey(key), []byte(owner.Token), owner.Fence}, args...)
-	n, err := s.exec(ctx, op, true, sql, args...)
+	n, err := s.exec(ctx, op, k, sql, args...)
 	if err != nil {
 		return err
 	}
@@ -82,10 +82,10 @@ func (s *Store) ownerExec(ctx context.Context, op, sql, key string, owner store.
 	return nil
 }
 
-// exec runs query in its turn (see write), ahead of the others for an
-// owner, and returns how many rows it changed. Errors are wrapped for op.
-func (s *Store) exec(ctx context.Context, op string, owner bool, query string, args ...any) (rows int64, err error) {
-	err = s.write(ctx, op, owner, func(conn *sql.Conn) error {
+// exec runs query, a statement of kind k, in its turn (see write), and
+// returns how many rows it changed. Errors are wrapped for op.
+func (s *Store) exec(ctx context.Context, op string, k kind, query string, args ...any) (rows int64, err error) {
+	err = s.write(ctx, op, k, func(conn *sql.Conn) error {
 		res, err := conn.ExecContext(ctx, query, args...)
 		if err == nil {
 			rows, err = res.RowsAffected()

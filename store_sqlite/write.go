@@ -5,8 +5,23 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"strconv"
+	"fmt"
 	"time"
+)
+
+// kind is what a statement of the store is, which decides how it waits
+// (see write).
+type kind int
+
+const (
+	// other is a claim or a sweep.
+	other kind = iota
+	// ending is an owner's complete or release.
+	ending
+	// renewal is an owner's renewal. It need not survive a power loss,
+	// which ends every process and so every lease: its commit is not
+	// flushed to disk, which keeps it short.
+	renewal
 )
 
 // How soon a statement of the store that found the file locked by another
@@ -17,17 +32,17 @@ const (
 	otherRetry = time.Millisecond
 )
 
-// write runs statement, one of the store's statements, on a connection of
-// its own, when no other statement of this store is running (see turn),
-// ahead of the others if owner is true, and returns its error wrapped for
-// op. SQLite's own wait for a locked file sleeps longer on each try, so
-// that a waiter often sleeps through the moment the lock is freed and
+// write runs statement, one of the store's statements, of kind k, on a
+// connection of its own, when no other statement of this store is running
+// (see turn), an owner's ahead of the others, and returns its error wrapped
+// for op. SQLite's own wait for a locked file sleeps longer on each try,
+// so that a waiter often sleeps through the moment the lock is freed and
 // another process's next statement takes it: the statement runs with no
 // busy timeout instead, and is tried again every ownerRetry or otherRetry
-// until it finds the file unlocked, ctx ends, or the database's busy
+// until it finds the file unlocked, ctx ends, or the connection's busy
 // timeout has passed (ErrBusy).
-func (s *Store) write(ctx context.Context, op string, owner bool, statement func(conn *sql.Conn) error) error {
-	if err := s.turn.take(ctx, owner); err != nil {
+func (s *Store) write(ctx context.Context, op string, k kind, statement func(conn *sql.Conn) error) error {
+	if err := s.turn.take(ctx, k != other); err != nil {
 		return wrap(op, err)
 	}
 	defer s.turn.give()
@@ -36,17 +51,25 @@ func (s *Store) write(ctx context.Context, op string, owner bool, statement func
 		return wrap(op, err)
 	}
 	defer conn.Close()
-	var busyTimeout int64
-	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busyTimeout); err != nil {
+	var busyTimeout, synchronous int64
+	if err := conn.QueryRowContext(ctx, "SELECT (SELECT * FROM pragma_busy_timeout), (SELECT * FROM pragma_synchronous)").
+		Scan(&busyTimeout, &synchronous); err != nil {
 		return wrap(op, err)
 	}
-	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+	if k == renewal && synchronous > 1 { // above NORMAL
+		err = set(ctx, conn, "synchronous", 1)
+		defer restore(conn, "synchronous", synchronous)
+	}
+	if err == nil {
+		err = set(ctx, conn, "busy_timeout", 0)
+		defer restore(conn, "busy_timeout", busyTimeout)
+	}
+	if err != nil {
 		return wrap(op, err)
 	}
-	defer restoreBusyTimeout(conn, busyTimeout)
-	retry := otherRetry
-	if owner {
-		retry = ownerRetry
+	retry := ownerRetry
+	if k == other {
+		retry = otherRetry
 	}
 	giveUp := time.Now().Add(time.Duration(busyTimeout) * time.Millisecond)
 	for {
@@ -65,11 +88,16 @@ func (s *Store) write(ctx context.Context, op string, owner bool, statement func
 	}
 }
 
-// restoreBusyTimeout sets conn's busy timeout back to ms milliseconds, or
-// discards conn if that fails, so that the pool never hands out a
-// connection without it.
-func restoreBusyTimeout(conn *sql.Conn, ms int64) {
-	if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = "+strconv.FormatInt(ms, 10)); err != nil {
+// set sets conn's pragma to value.
+func set(ctx context.Context, conn *sql.Conn, pragma string, value int64) error {
+	_, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA %s = %d", pragma, value))
+	return err
+}
+
+// restore sets conn's pragma back to value, or discards conn if that
+// fails, so that the pool never hands out a connection without it.
+func restore(conn *sql.Conn, pragma string, value int64) {
+	if err := set(context.Background(), conn, pragma, value); err != nil {
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	}
 }
