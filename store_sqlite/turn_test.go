@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
@@ -39,10 +40,59 @@ const (
 	stormRounds   = 5
 )
 
+// TestTurnGoesToOwnersFirst: a statement of an owner that waits for the
+// turn gets it before the claims that waited longer, and a waiter whose
+// context ends leaves the queue without holding the turn up.
+func TestTurnGoesToOwnersFirst(t *testing.T) {
+	var tn turn
+	require.NoError(t, tn.take(context.Background(), false))
+	order := make(chan string, 4)
+	// queue starts a waiter, the waiting-th in line, that writes its name
+	// to order once it holds the turn.
+	queue := func(name string, owner bool, waiting int) {
+		t.Helper()
+		go func() {
+			if err := tn.take(context.Background(), owner); err == nil {
+				order <- name
+				tn.give()
+			}
+		}()
+		require.Eventually(t, func() bool {
+			tn.mu.Lock()
+			defer tn.mu.Unlock()
+			return len(tn.owners)+len(tn.others) == waiting
+		}, time.Second, time.Millisecond)
+	}
+	queue("claim 1", false, 1)
+	queue("claim 2", false, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- tn.take(ctx, true) }()
+	require.Eventually(t, func() bool {
+		tn.mu.Lock()
+		defer tn.mu.Unlock()
+		return len(tn.owners) == 1
+	}, time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-gaveUp, context.Canceled)
+	queue("owner", true, 3)
+	tn.give()
+	assert.Equal(t, []string{"owner", "claim 1", "claim 2"}, []string{<-order, <-order, <-order})
+}
+
+// stormOptIn names the variable that runs TestDuplicateStormLeavesRenewalsOnTime.
+const stormOptIn = "SQLITESTORE_STORM"
+
 // TestDuplicateStormLeavesRenewalsOnTime: while duplicates of keys in
 // flight keep every worker's store busy with claims, each owner's renewal
 // still reaches the file within its lease, so no account is paid twice.
+// It runs when stormOptIn is set: on a machine whose cores are taken by
+// other work, or under the race detector, a 300 ms lease also lapses for
+// want of CPU.
 func TestDuplicateStormLeavesRenewalsOnTime(t *testing.T) {
+	if os.Getenv(stormOptIn) == "" {
+		t.Skipf("set %s=1 to run the duplicate storm (4 processes, about 10 s, on an otherwise idle machine)", stormOptIn)
+	}
 	path := testFile(t)
 	newTestStoreOn(t, path)
 	var (
