@@ -34,7 +34,8 @@ const walPages = 256
 // processes sharing the file need, on every connection: the WAL journal
 // (readers never wait for the writer), the busy timeout (0 means
 // DefaultBusyTimeout), synchronous=FULL (a transaction the store committed
-// survives a power loss, not only a crash), and BEGIN IMMEDIATE for the
+// survives a power loss, not only a crash), a WAL of about 1 MiB (see
+// walPages), and BEGIN IMMEDIATE for the
 // transactions of db.BeginTx. It checks that the file is a database that
 // can be written and locked before it returns: otherwise the error matches
 // ErrReadOnly, ErrCorrupt or ErrBusy, or names the missing directory.

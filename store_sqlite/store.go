@@ -4,9 +4,10 @@
 // file shares one record per key, with no server to run.
 //
 // Each record is one row whose key column holds store.HashKey of the
-// record's key. A claim is a single INSERT ... ON CONFLICT statement that
-// creates the row, takes over an expired one, or else leaves the row as it
-// is, and returns the row either way; complete, renew and release are
+// record's key. A claim reads a live row without the write lock, and
+// otherwise runs a single INSERT ... ON CONFLICT statement that creates
+// the row, takes over an expired one, or else leaves the row as it is, and
+// returns the row either way; complete, renew and release are
 // single UPDATE statements conditioned on the owner's token and fencing
 // number, and the affected row count decides. SQLite runs one writing
 // statement at a time on a file, across all its processes, so each of
