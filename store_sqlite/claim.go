@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -44,10 +45,20 @@ ON CONFLICT (key) DO UPDATE SET
     expires_at  = iif(t.expires_at <= NOW, excluded.expires_at, t.expires_at)
 RETURNING state = 1 AND token = ?3, state, fingerprint, fence, status, header, body, expires_at - NOW`)
 
-// Claim implements store.Store: one statement. The lease is counted in
-// whole milliseconds from SQLite's clock. A record past its lease or
-// retention counts as absent: it is taken over by the claim (with fence 1
-// if it was done).
+// liveSQL reads key ?1 for a claim under token ?2, as claimSQL returns it,
+// if its lease or retention has not ended on SQLite's clock. It takes no
+// write lock: a duplicate of a request in flight, or a replay, is answered
+// without waiting for the writer of any process, and never keeps an
+// owner's renewal or completion waiting for the file.
+var liveSQL = onSQLiteClock(`
+SELECT state = 1 AND token = ?2, state, fingerprint, fence, status, header, body, expires_at - NOW
+FROM idempotency_keys WHERE key = ?1 AND expires_at > NOW`)
+
+// Claim implements store.Store: a read of a live record (liveSQL), and
+// only when there is none, the one statement of claimSQL, which decides.
+// The lease is counted in whole milliseconds from SQLite's clock. A record
+// past its lease or retention counts as absent: it is taken over by the
+// claim (with fence 1 if it was done).
 func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
 	if token == "" {
 		return store.Record{}, false, fmt.Errorf("sqlitestore: claim: %w", store.ErrEmptyToken)
@@ -62,13 +73,15 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		body    []byte
 		ttl     int64
 	)
-	err := s.write(ctx, "claim", func() error {
-		err := s.db.QueryRowContext(ctx, claimSQL, store.HashKey(key), []byte(fingerprint), []byte(token), lease.Milliseconds()).
+	row := store.HashKey(key)
+	err := s.write(ctx, "claim", other, func(conn *sql.Conn) error {
+		err := conn.QueryRowContext(ctx, liveSQL, row, []byte(token)).
 			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
-		if err != nil {
-			return wrap("claim", err)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = conn.QueryRowContext(ctx, claimSQL, row, []byte(fingerprint), []byte(token), lease.Milliseconds()).
+				Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return store.Record{}, false, err

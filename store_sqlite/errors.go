@@ -7,6 +7,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/seed43327c4c/idempotency/store"
 )
 
 // The store's errors for a database file it cannot use. They come wrapped,
@@ -20,10 +22,13 @@ var (
 	ErrReadOnly = errors.New("database file is read-only")
 	// ErrCorrupt means the file is not an SQLite database, or is damaged.
 	ErrCorrupt = errors.New("database file is not a database or is corrupt")
+	// ErrDiskFull means the disk of the database file, or of its -wal
+	// file, has no room for a write. It also matches store.ErrFull.
+	ErrDiskFull = fmt.Errorf("database or disk is full (%w)", store.ErrFull)
 )
 
 // wrap returns err, an error of the driver or of database/sql met by op,
-// as the store's own: one of ErrBusy, ErrReadOnly or ErrCorrupt, or ctx's
+// as the store's own: one of ErrBusy, ErrReadOnly, ErrCorrupt or ErrDiskFull, or ctx's
 // error, when it is one of those; otherwise an error that names op and
 // carries the driver's message. Driver error values never leak.
 func wrap(op string, err error) error {
@@ -52,6 +57,8 @@ func classify(err error) error {
 		return ErrReadOnly
 	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
 		return ErrCorrupt
+	case sqlite3.SQLITE_FULL:
+		return ErrDiskFull
 	}
 	return nil
 }

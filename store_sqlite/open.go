@@ -23,12 +23,19 @@ const DefaultBusyTimeout = 5 * time.Second
 // the lock, and fewer would close and reopen connections under load.
 const maxConns = 4
 
+// walPages is how many pages of 4 KiB the WAL of a database opened by Open
+// holds before a commit copies them into the database, and the size the
+// WAL file is cut back to after it: about 1 MiB, so that the WAL never
+// takes a small volume whole and leaves the database no room to absorb it.
+const walPages = 256
+
 // Open opens the SQLite database file at path, creating it if it is
 // missing (its directory must exist), with the settings that several
 // processes sharing the file need, on every connection: the WAL journal
 // (readers never wait for the writer), the busy timeout (0 means
 // DefaultBusyTimeout), synchronous=FULL (a transaction the store committed
-// survives a power loss, not only a crash), and BEGIN IMMEDIATE for the
+// survives a power loss, not only a crash), a WAL of about 1 MiB (see
+// walPages), and BEGIN IMMEDIATE for the
 // transactions of db.BeginTx. It checks that the file is a database that
 // can be written and locked before it returns: otherwise the error matches
 // ErrReadOnly, ErrCorrupt or ErrBusy, or names the missing directory.
@@ -68,6 +75,8 @@ func dsn(abs string, busyTimeout time.Duration) string {
 	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busyTimeout.Milliseconds(), 10)+")")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "wal_autocheckpoint("+strconv.Itoa(walPages)+")")
+	q.Add("_pragma", "journal_size_limit("+strconv.Itoa(walPages*4096)+")")
 	q.Set("_txlock", "immediate")
 	return (&url.URL{Scheme: "file", OmitHost: true, Path: abs, RawQuery: q.Encode()}).String()
 }

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/seed43327c4c/idempotency/internal/headercodec"
@@ -42,7 +43,7 @@ WHERE key = ?1 AND token = ?2 AND fence = ?3 AND state = 1`)
 // SQLite's clock. A lease that has lapsed but was neither taken over nor
 // swept is still the owner's and may be renewed.
 func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
-	return s.ownerExec(ctx, "renew", renewSQL, key, owner, lease.Milliseconds())
+	return s.ownerExec(ctx, "renew", renewal, renewSQL, key, owner, lease.Milliseconds())
 }
 
 // Complete implements store.Store: one UPDATE. The retention is counted
@@ -73,12 +74,12 @@ func (s *Store) Release(ctx context.Context, key string, owner store.Lease) erro
 // with the statement's own arguments after ?1 to ?3. An empty token holds
 // nothing: a released row keeps an empty one, so such a lease is refused
 // without asking the database.
-func (s *Store) ownerExec(ctx context.Context, op, sql, key string, owner store.Lease, args ...any) error {
+func (s *Store) ownerExec(ctx context.Context, op string, k kind, sql, key string, owner store.Lease, args ...any) error {
 	if owner.Token == "" {
 		return store.ErrNotOwner
 	}
 	args = append([]any{store.HashKey(key), []byte(owner.Token), owner.Fence}, args...)
-	n, err := s.exec(ctx, op, sql, args...)
+	n, err := s.exec(ctx, op, k, sql, args...)
 	if err != nil {
 		return err
 	}
@@ -88,18 +89,15 @@ func (s *Store) ownerExec(ctx context.Context, op, sql, key string, owner store.
 	return nil
 }
 
-// exec runs sql in its turn (see write) and returns how many rows it
-// changed. Errors are wrapped for op.
-func (s *Store) exec(ctx context.Context, op, sql string, args ...any) (rows int64, err error) {
-	err = s.write(ctx, op, func() error {
-		res, err := s.db.ExecContext(ctx, sql, args...)
+// exec runs query, a statement of kind k, in its turn (see write), and
+// returns how many rows it changed. Errors are wrapped for op.
+func (s *Store) exec(ctx context.Context, op string, k kind, query string, args ...any) (rows int64, err error) {
+	err = s.write(ctx, op, k, func(conn *sql.Conn) error {
+		res, err := conn.ExecContext(ctx, query, args...)
 		if err == nil {
 			rows, err = res.RowsAffected()
 		}
-		if err != nil {
-			return wrap(op, err)
-		}
-		return nil
+		return err
 	})
 	return rows, err
 }

@@ -28,6 +28,13 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(helperEnv); path != "" {
 		os.Exit(serveHelper(path))
 	}
+	if path := os.Getenv(stormEnv); path != "" {
+		if err := stormWorker(path); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if spec := os.Getenv(benchEnv); spec != "" {
 		if err := benchProcess(spec); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -4,9 +4,10 @@
 // file shares one record per key, with no server to run.
 //
 // Each record is one row whose key column holds store.HashKey of the
-// record's key. A claim is a single INSERT ... ON CONFLICT statement that
-// creates the row, takes over an expired one, or else leaves the row as it
-// is, and returns the row either way; complete, renew and release are
+// record's key. A claim reads a live row without the write lock, and
+// otherwise runs a single INSERT ... ON CONFLICT statement that creates
+// the row, takes over an expired one, or else leaves the row as it is, and
+// returns the row either way; complete, renew and release are
 // single UPDATE statements conditioned on the owner's token and fencing
 // number, and the affected row count decides. SQLite runs one writing
 // statement at a time on a file, across all its processes, so each of
@@ -26,7 +27,6 @@
 package sqlitestore
 
 import (
-	"context"
 	"database/sql"
 	"log/slog"
 	"time"
@@ -41,9 +41,7 @@ type Store struct {
 	db        *sql.DB
 	logger    *slog.Logger
 	abandoned time.Duration // see WithAbandonedRetention
-	// turn is held by the one statement of this store that runs at a time
-	// (see write).
-	turn chan struct{}
+	turn      turn          // see write
 	// watches are the keys watched right now, and pollEvery how often the
 	// poller asks whether another connection committed (see Watch).
 	watches   watches
@@ -86,26 +84,9 @@ func New(db *sql.DB, opts ...Option) *Store {
 	if db == nil {
 		panic("sqlitestore: New expects a non-nil db")
 	}
-	s := &Store{db: db, logger: slog.Default(), abandoned: 24 * time.Hour, turn: make(chan struct{}, 1), pollEvery: pollInterval}
+	s := &Store{db: db, logger: slog.Default(), abandoned: 24 * time.Hour, pollEvery: pollInterval}
 	for _, opt := range opts {
 		opt(s)
 	}
 	return s
-}
-
-// write runs one of the store's statements, each of which writes, when no
-// other statement of this store is running, or returns ctx's error if ctx
-// ends first; op names the call in that error. SQLite runs one writer at a
-// time on a file, and a writer that finds the file locked sleeps, longer
-// on each try, until it is free: the statements of one process wait their
-// turn here instead, in order, and only those of other processes meet
-// SQLite's lock.
-func (s *Store) write(ctx context.Context, op string, statement func() error) error {
-	select {
-	case s.turn <- struct{}{}:
-	case <-ctx.Done():
-		return wrap(op, ctx.Err())
-	}
-	defer func() { <-s.turn }()
-	return statement()
 }

@@ -47,7 +47,7 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 	if batch < 1 {
 		return 0, errors.New("sqlitestore: DeleteExpired expects batch >= 1")
 	}
-	n, err := s.exec(ctx, "delete expired", deleteExpiredSQL, batch, s.abandoned.Milliseconds())
+	n, err := s.exec(ctx, "delete expired", other, deleteExpiredSQL, batch, s.abandoned.Milliseconds())
 	return int(n), err
 }
 

@@ -117,7 +117,7 @@ func (w *watches) wake(row string, kw *keywatch.Watch) {
 // new claim of the key, is left to the poller's look.
 func (s *Store) endingExec(ctx context.Context, op, sql, key string, owner store.Lease, args ...any) error {
 	row, kw := s.watches.watched(key)
-	if err := s.ownerExec(ctx, op, sql, key, owner, args...); err != nil {
+	if err := s.ownerExec(ctx, op, ending, sql, key, owner, args...); err != nil {
 		return err
 	}
 	if kw != nil {

@@ -1,0 +1,103 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// kind is what a statement of the store is, which decides how it waits
+// (see write).
+type kind int
+
+const (
+	// other is a claim or a sweep.
+	other kind = iota
+	// ending is an owner's complete or release.
+	ending
+	// renewal is an owner's renewal. It need not survive a power loss,
+	// which ends every process and so every lease: its commit is not
+	// flushed to disk, which keeps it short.
+	renewal
+)
+
+// How soon a statement of the store that found the file locked by another
+// connection tries again: an owner's statement sooner than the others, so
+// that across processes too it takes the lock first when it is freed.
+const (
+	ownerRetry = 100 * time.Microsecond
+	otherRetry = time.Millisecond
+)
+
+// write runs statement, one of the store's statements, of kind k, on a
+// connection of its own, when no other statement of this store is running
+// (see turn), an owner's ahead of the others, and returns its error wrapped
+// for op. SQLite's own wait for a locked file sleeps longer on each try,
+// so that a waiter often sleeps through the moment the lock is freed and
+// another process's next statement takes it: the statement runs with no
+// busy timeout instead, and is tried again every ownerRetry or otherRetry
+// until it finds the file unlocked, ctx ends, or the connection's busy
+// timeout has passed (ErrBusy).
+func (s *Store) write(ctx context.Context, op string, k kind, statement func(conn *sql.Conn) error) error {
+	if err := s.turn.take(ctx, k != other); err != nil {
+		return wrap(op, err)
+	}
+	defer s.turn.give()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return wrap(op, err)
+	}
+	defer conn.Close()
+	var busyTimeout, synchronous int64
+	if err := conn.QueryRowContext(ctx, "SELECT (SELECT * FROM pragma_busy_timeout), (SELECT * FROM pragma_synchronous)").
+		Scan(&busyTimeout, &synchronous); err != nil {
+		return wrap(op, err)
+	}
+	if k == renewal && synchronous > 1 { // above NORMAL
+		err = set(ctx, conn, "synchronous", 1)
+		defer restore(conn, "synchronous", synchronous)
+	}
+	if err == nil {
+		err = set(ctx, conn, "busy_timeout", 0)
+		defer restore(conn, "busy_timeout", busyTimeout)
+	}
+	if err != nil {
+		return wrap(op, err)
+	}
+	retry := ownerRetry
+	if k == other {
+		retry = otherRetry
+	}
+	giveUp := time.Now().Add(time.Duration(busyTimeout) * time.Millisecond)
+	for {
+		err := statement(conn)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(classify(err), ErrBusy) || !time.Now().Before(giveUp) {
+			return wrap(op, err)
+		}
+		select {
+		case <-time.After(retry):
+		case <-ctx.Done():
+			return wrap(op, ctx.Err())
+		}
+	}
+}
+
+// set sets conn's pragma to value.
+func set(ctx context.Context, conn *sql.Conn, pragma string, value int64) error {
+	_, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA %s = %d", pragma, value))
+	return err
+}
+
+// restore sets conn's pragma back to value, or discards conn if that
+// fails, so that the pool never hands out a connection without it.
+func restore(conn *sql.Conn, pragma string, value int64) {
+	if err := set(context.Background(), conn, pragma, value); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+}
