@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,10 +112,10 @@ func TestSQLiteLedgerKeepsAccountsApart(t *testing.T) {
 	ctx := context.Background()
 	var alice []payment
 	for amount := range 3 {
-		p, err := led.Create(ctx, "alice", 100+amount, "EUR")
+		p, err := led.Create(ctx, "alice-"+strconv.Itoa(amount), "alice", 100+amount, "EUR")
 		require.NoError(t, err)
 		alice = append(alice, p)
-		_, err = led.Create(ctx, "bob", 200+amount, "USD")
+		_, err = led.Create(ctx, "bob-"+strconv.Itoa(amount), "bob", 200+amount, "USD")
 		require.NoError(t, err)
 	}
 	got, err := led.List(ctx, "alice")

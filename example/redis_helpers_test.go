@@ -138,3 +138,12 @@ func (r *privateRedis) client() *redis.Client {
 	r.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// removeLedgerKeys deletes account's ledger keys from cfg's Redis.
+func removeLedgerKeys(t *testing.T, cfg config, account string) {
+	t.Helper()
+	client, err := redisClient(cfg)
+	require.NoError(t, err)
+	defer client.Close()
+	require.NoError(t, client.Del(context.Background(), paymentsKey(account), refsKey(account)).Err())
+}
