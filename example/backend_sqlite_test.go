@@ -68,8 +68,8 @@ func TestExampleStormSQLite(t *testing.T) {
 // TestExampleSQLiteWorkerKilled: the worker running a request is SIGKILLed
 // after it recorded the payment, while it holds the key. Its duplicates get
 // 409 until its lease ends; then exactly one of them takes the key over,
-// under the next fencing number, and runs the handler, and all get that
-// one answer.
+// under the next fencing number, and runs the handler, which answers with
+// the killed run's payment, and all get that one answer.
 func TestExampleSQLiteWorkerKilled(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("example: finding the worker that holds a connection reads /proc")
