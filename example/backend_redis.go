@@ -30,8 +30,9 @@ func paymentsKey(account string) string { return "example:payments:" + account }
 func refsKey(account string) string { return "example:payment-refs:" + account }
 
 // openRedis keeps records with redisstore (under its default prefix,
-// "idempotency:") and payments in a list per account (paymentsKey), both
-// on the Redis server at cfg.redisURL, or on the master that the Sentinels
+// "idempotency:") and payments in a list per account (paymentsKey, beside
+// refsKey, both expiring ledgerTTL after its last payment), all on the
+// Redis server at cfg.redisURL, or on the master that the Sentinels
 // of cfg.sentinelAddrs name cfg.sentinelMaster, so every worker shares
 // them. With cfg.replicaAcks every write of the store and the ledger waits
 // for that many replicas (redisstore.WithReplicaAcks, replicaAckTimeout).
@@ -120,21 +121,14 @@ type redisLedger struct {
 func (l *redisLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
 	b, _ := json.Marshal(p) // strings and an int always encode
-	var reply, waited *redis.Cmd
-	// WAIT counts the replicas that have this connection's writes: it
-	// goes in the script's pipeline, on its connection.
-	_, _ = l.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		reply = recordPayment.Eval(ctx, pipe, []string{paymentsKey(account), refsKey(account)}, ref, b, ledgerTTL.Milliseconds())
-		if l.acks > 0 {
-			waited = pipe.Do(ctx, "wait", l.acks, replicaAckTimeout.Milliseconds())
-		}
-		return nil
-	})
+	keys, args := []string{paymentsKey(account), refsKey(account)}, []any{ref, b, ledgerTTL.Milliseconds()}
+	reply, acks := l.record(ctx, recordPayment.EvalSha, keys, args)
+	if redis.HasErrorPrefix(reply.Err(), "NOSCRIPT") {
+		reply, acks = l.record(ctx, recordPayment.Eval, keys, args)
+	}
 	recorded, err := reply.Text()
-	if err == nil && waited != nil {
-		if n, _ := waited.Int(); n < l.acks {
-			err = fmt.Errorf("%d of %d replicas acknowledged within %v", n, l.acks, replicaAckTimeout)
-		}
+	if err == nil && acks < l.acks {
+		err = fmt.Errorf("%d of %d replicas acknowledged within %v", acks, l.acks, replicaAckTimeout)
 	}
 	if err == nil {
 		err = json.Unmarshal([]byte(recorded), &p)
@@ -143,6 +137,27 @@ func (l *redisLedger) Create(ctx context.Context, ref, account string, amount in
 		return payment{}, fmt.Errorf("recording payment: %w", err)
 	}
 	return p, nil
+}
+
+// record runs recordPayment through run and, with acks, WAIT in the same
+// pipeline: WAIT counts the replicas that have its connection's writes.
+// It returns the script's reply and how many replicas acknowledged.
+func (l *redisLedger) record(ctx context.Context, run func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd,
+	keys []string, args []any,
+) (*redis.Cmd, int) {
+	var reply, waited *redis.Cmd
+	_, _ = l.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		reply = run(ctx, pipe, keys, args...)
+		if l.acks > 0 {
+			waited = pipe.Do(ctx, "wait", l.acks, replicaAckTimeout.Milliseconds())
+		}
+		return nil
+	})
+	if waited == nil {
+		return reply, 0
+	}
+	n, _ := waited.Int()
+	return reply, n
 }
 
 func (l *redisLedger) List(ctx context.Context, account string) ([]payment, error) {
