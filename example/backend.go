@@ -21,8 +21,11 @@ type payment struct {
 // worker process sees every payment.
 type ledger interface {
 	// Create records a new payment of account under an id from
-	// newPaymentID, unique across processes, and returns it.
-	Create(ctx context.Context, account string, amount int, currency string) (payment, error)
+	// newPaymentID, unique across processes, and returns it. ref names the
+	// write (a key the request derives, Key.Derive): a ref already recorded
+	// returns its payment and writes nothing, so a write whose outcome is
+	// unknown, such as one that timed out, may be sent again.
+	Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error)
 	// List returns account's payments, oldest first; an account without
 	// any gives an empty slice. It never returns another account's.
 	List(ctx context.Context, account string) ([]payment, error)

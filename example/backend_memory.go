@@ -14,20 +14,25 @@ func openMemory(context.Context, config) (store.Store, ledger, func(), error) {
 }
 
 // memoryLedger is a ledger for one process: each account's payments, in
-// the order they were made.
+// the order they were made, and every payment by its ref.
 type memoryLedger struct {
 	mu       sync.Mutex
 	payments map[string][]payment
+	refs     map[string]payment
 }
 
-func (l *memoryLedger) Create(_ context.Context, account string, amount int, currency string) (payment, error) {
-	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
+func (l *memoryLedger) Create(_ context.Context, ref, account string, amount int, currency string) (payment, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.payments == nil {
-		l.payments = make(map[string][]payment)
+	if p, ok := l.refs[ref]; ok {
+		return p, nil
 	}
+	if l.payments == nil {
+		l.payments, l.refs = make(map[string][]payment), make(map[string]payment)
+	}
+	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
 	l.payments[account] = append(l.payments[account], p)
+	l.refs[ref] = p
 	return p, nil
 }
 

@@ -14,9 +14,10 @@ import (
 )
 
 // paymentsSchema is the ledger's table, with an index for listing one
-// account's payments; a table made before payments had accounts gets the
-// column, its old rows no account. The idempotency table comes from
-// pgstore's own schema through Migrate.
+// account's payments and a unique ref per payment (Create); a table made
+// before payments had accounts or refs gets the columns, its old rows no
+// account and no ref. The idempotency table comes from pgstore's own schema
+// through Migrate.
 const paymentsSchema = `
 CREATE TABLE IF NOT EXISTS payments (
     id         text        PRIMARY KEY,
@@ -26,7 +27,9 @@ CREATE TABLE IF NOT EXISTS payments (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 ALTER TABLE payments ADD COLUMN IF NOT EXISTS account text NOT NULL DEFAULT '';
-CREATE INDEX IF NOT EXISTS payments_account ON payments (account, created_at, id)`
+ALTER TABLE payments ADD COLUMN IF NOT EXISTS ref text;
+CREATE INDEX IF NOT EXISTS payments_account ON payments (account, created_at, id);
+CREATE UNIQUE INDEX IF NOT EXISTS payments_ref ON payments (ref)`
 
 // openPostgres keeps records and payments in PostgreSQL at cfg.databaseURL,
 // in the tables idempotency_keys and payments of the connection's
@@ -94,14 +97,16 @@ type postgresLedger struct {
 	inTx bool // payments are written through the request's transaction
 }
 
-// Create inserts the payment. In transactional mode it goes through the
+// Create inserts the payment unless ref has one, and returns ref's payment.
+// In transactional mode it goes through the
 // request's transaction (see pgstore.Tx), so that it commits only with the
 // request's idempotency record, and a request without one (which did not
 // pass the middleware) is refused: its payment would be unprotected.
 // Otherwise it goes through the pool.
-func (l *postgresLedger) Create(ctx context.Context, account string, amount int, currency string) (payment, error) {
+func (l *postgresLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
 	var db interface {
 		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+		QueryRow(context.Context, string, ...any) pgx.Row
 	} = l.pool
 	if l.inTx {
 		tx, ok := pgstore.Tx(ctx)
@@ -111,8 +116,11 @@ func (l *postgresLedger) Create(ctx context.Context, account string, amount int,
 		db = tx
 	}
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
-	_, err := db.Exec(ctx, `INSERT INTO payments (id, account, amount, currency) VALUES ($1, $2, $3, $4)`,
-		p.ID, account, p.Amount, p.Currency)
+	_, err := db.Exec(ctx, `INSERT INTO payments (id, account, amount, currency, ref) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (ref) DO NOTHING`, p.ID, account, p.Amount, p.Currency, ref)
+	if err == nil { // the row of ref, this one or the one recorded before
+		err = db.QueryRow(ctx, `SELECT id, amount, currency FROM payments WHERE ref = $1`, ref).Scan(&p.ID, &p.Amount, &p.Currency)
+	}
 	if err != nil {
 		return payment{}, fmt.Errorf("recording payment: %w", err)
 	}

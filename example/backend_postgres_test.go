@@ -89,8 +89,8 @@ func TestExamplePostgresConnectionsTerminated(t *testing.T) {
 // recorded the payment, while it holds the key. Its duplicates get 409
 // until its lease ends; then exactly one of them takes the key over and
 // runs the handler, and all get that one answer. The killed run's payment
-// stays: only the transactional mode undoes a handler's writes that were
-// never recorded as done.
+// stays (only the transactional mode undoes a handler's writes that were
+// never recorded as done), and the run that took over answers with it.
 func TestExamplePostgresPlainWorkerKilled(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("example: finding the worker that holds a connection reads /proc")

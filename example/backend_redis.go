@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -12,49 +13,151 @@ import (
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
 
+// ledgerTTL is how long an account's ledger keys live in Redis after its
+// last payment.
+const ledgerTTL = 7 * 24 * time.Hour
+
+// replicaAckTimeout is how long a write waits for the replicas that
+// -redis-replica-acks asks for.
+const replicaAckTimeout = 5 * time.Second
+
 // paymentsKey returns the Redis list that holds account's payments, one
-// JSON payment per element in the order they were made. It never expires.
+// JSON payment per element in the order they were made.
 func paymentsKey(account string) string { return "example:payments:" + account }
 
+// refsKey returns the Redis hash that maps each ref of account's payments
+// to the payment's JSON.
+func refsKey(account string) string { return "example:payment-refs:" + account }
+
 // openRedis keeps records with redisstore (under its default prefix,
-// "idempotency:") and payments in a list per account (paymentsKey), both on the Redis
-// server at cfg.redisURL, so every worker shares them. It fails if the
-// server does not answer a PING at start-up; later outages make the
-// middleware answer 503 until the server is back.
+// "idempotency:") and payments in a list per account (paymentsKey, beside
+// refsKey, both expiring ledgerTTL after its last payment), all on the
+// Redis server at cfg.redisURL, or on the master that the Sentinels
+// of cfg.sentinelAddrs name cfg.sentinelMaster, so every worker shares
+// them. With cfg.replicaAcks every write of the store and the ledger waits
+// for that many replicas (redisstore.WithReplicaAcks, replicaAckTimeout).
+// It fails if the server does not answer a PING at start-up; later outages
+// make the middleware answer 503 until the server is back.
 func openRedis(ctx context.Context, cfg config) (store.Store, ledger, func(), error) {
+	client, err := redisClient(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		if cfg.sentinelMaster != "" {
+			return nil, nil, nil, fmt.Errorf("-redis-sentinel: master %q of %v does not answer: %w", cfg.sentinelMaster, cfg.sentinelAddrs, err)
+		}
+		return nil, nil, nil, fmt.Errorf("-redis-url: %s does not answer: %w", client.Options().Addr, err)
+	}
+	var opts []redisstore.Option
+	if cfg.replicaAcks > 0 {
+		opts = append(opts, redisstore.WithReplicaAcks(cfg.replicaAcks, replicaAckTimeout))
+	}
+	closeClient := func() { _ = client.Close() }
+	return redisstore.New(client, opts...), &redisLedger{client: client, acks: cfg.replicaAcks}, closeClient, nil
+}
+
+// redisClient returns the client of cfg's Redis: a Sentinel's failover
+// client with -redis-sentinel, else the server of -redis-url. Context
+// deadlines bound each call's network reads and writes, not only
+// go-redis's own timeouts: the start-up check's, and the middleware's on
+// lease renewals and on the calls that record an outcome
+// (WithRecordTimeout).
+func redisClient(cfg config) (*redis.Client, error) {
+	if cfg.sentinelMaster != "" {
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:            cfg.sentinelMaster,
+			SentinelAddrs:         cfg.sentinelAddrs,
+			ContextTimeoutEnabled: true,
+			ReadTimeout:           readTimeout(cfg, 0),
+		}), nil
+	}
 	if cfg.redisURL == "" {
-		return nil, nil, nil, errors.New("-store redis needs -redis-url or $REDIS_URL")
+		return nil, errors.New("-store redis needs -redis-url, $REDIS_URL or -redis-sentinel")
 	}
 	opts, err := redis.ParseURL(cfg.redisURL)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("-redis-url must look like redis://host:port/db (rediss:// for TLS): %w", err)
+		return nil, fmt.Errorf("-redis-url must look like redis://host:port/db (rediss:// for TLS): %w", err)
 	}
-	// Let context deadlines bound each call's network reads and writes,
-	// not only go-redis's own timeouts: the start-up check's, and the
-	// middleware's on lease renewals and on the calls that record an
-	// outcome (WithRecordTimeout).
 	opts.ContextTimeoutEnabled = true
-	client := redis.NewClient(opts)
-	if err := client.Ping(ctx).Err(); err != nil {
-		_ = client.Close()
-		return nil, nil, nil, fmt.Errorf("-redis-url: %s does not answer: %w", opts.Addr, err)
-	}
-	closeClient := func() { _ = client.Close() }
-	return redisstore.New(client), &redisLedger{client: client}, closeClient, nil
+	opts.ReadTimeout = readTimeout(cfg, opts.ReadTimeout)
+	return redis.NewClient(opts), nil
 }
 
-// redisLedger is a ledger in a Redis list, shared by every worker.
+// readTimeout returns the client's ReadTimeout: given (0 is go-redis's
+// default, 3 s), or with -redis-replica-acks one above replicaAckTimeout,
+// since a write and its WAIT are one pipeline, read under ReadTimeout.
+func readTimeout(cfg config, given time.Duration) time.Duration {
+	if cfg.replicaAcks > 0 && given >= 0 && given <= replicaAckTimeout {
+		return replicaAckTimeout + time.Second
+	}
+	return given
+}
+
+// recordPayment appends a payment to an account's ledger unless its ref is
+// recorded, and gives both keys ledgerTTL.
+// KEYS[1] the account's list (paymentsKey), KEYS[2] its refs (refsKey);
+// ARGV[1] the ref, ARGV[2] the payment's JSON, ARGV[3] the TTL in ms.
+// Returns the JSON of the ref's payment: ARGV[2], or the one recorded.
+var recordPayment = redis.NewScript(`
+local recorded = redis.call('HGET', KEYS[2], ARGV[1])
+if recorded then return recorded end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('RPUSH', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return ARGV[2]`)
+
+// redisLedger is a ledger in Redis, shared by every worker: a list and a
+// hash per account. With acks above 0 each write waits for that many
+// replicas, and fewer within replicaAckTimeout is an error (the write may
+// still be on the primary: sending it again is safe).
 type redisLedger struct {
 	client *redis.Client
+	acks   int
 }
 
-func (l *redisLedger) Create(ctx context.Context, account string, amount int, currency string) (payment, error) {
+func (l *redisLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
 	b, _ := json.Marshal(p) // strings and an int always encode
-	if err := l.client.RPush(ctx, paymentsKey(account), b).Err(); err != nil {
+	keys, args := []string{paymentsKey(account), refsKey(account)}, []any{ref, b, ledgerTTL.Milliseconds()}
+	reply, acks := l.record(ctx, recordPayment.EvalSha, keys, args)
+	if redis.HasErrorPrefix(reply.Err(), "NOSCRIPT") {
+		reply, acks = l.record(ctx, recordPayment.Eval, keys, args)
+	}
+	recorded, err := reply.Text()
+	if err == nil && acks < l.acks {
+		err = fmt.Errorf("%d of %d replicas acknowledged within %v", acks, l.acks, replicaAckTimeout)
+	}
+	if err == nil {
+		err = json.Unmarshal([]byte(recorded), &p)
+	}
+	if err != nil {
 		return payment{}, fmt.Errorf("recording payment: %w", err)
 	}
 	return p, nil
+}
+
+// record runs recordPayment through run and, with acks, WAIT in the same
+// pipeline: WAIT counts the replicas that have its connection's writes.
+// It returns the script's reply and how many replicas acknowledged.
+func (l *redisLedger) record(ctx context.Context, run func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd,
+	keys []string, args []any,
+) (*redis.Cmd, int) {
+	var reply, waited *redis.Cmd
+	_, _ = l.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		reply = run(ctx, pipe, keys, args...)
+		if l.acks > 0 {
+			waited = pipe.Do(ctx, "wait", l.acks, replicaAckTimeout.Milliseconds())
+		}
+		return nil
+	})
+	if waited == nil {
+		return reply, 0
+	}
+	n, _ := waited.Int()
+	return reply, n
 }
 
 func (l *redisLedger) List(ctx context.Context, account string) ([]payment, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -21,16 +22,84 @@ func TestRedisURLWithoutScheme(t *testing.T) {
 	require.ErrorContains(t, err, "-redis-url must look like redis://host:port/db")
 }
 
-// TestExampleStormRedis: four worker processes share one Redis; 100 keys,
-// each posted by 20 concurrent clients, are charged exactly once each (see
-// runStorm), whichever workers the duplicates reach.
+// TestExampleStormRedis: four worker processes share one Redis (the test's
+// own, gone when it ends); 100 keys, each posted by 20 concurrent clients,
+// are charged exactly once each (see runStorm), whichever workers the
+// duplicates reach.
 func TestExampleStormRedis(t *testing.T) {
-	p := startExample(t, "-store", "redis", "-redis-url", redisURL(t), "-workers", "4", "-delay", "300ms")
+	rds := startPrivateRedis(t)
+	p := startExample(t, "-store", "redis", "-redis-url", rds.URL(), "-workers", "4", "-delay", "300ms")
 	res := runStorm(t, p.URL, 100, 20)
 	assert.Len(t, res.workers, 4, "every worker answered some of the storm: %v", res.workers)
 	assert.Positive(t, res.conflicts, "no duplicate arrived while its first request was running")
 	assert.Equal(t, res.replays, replaysPerWorker(t, p.URL, slices.Collect(maps.Keys(res.workers))),
 		"each worker's idempotency_requests_total{idempotency_outcome=\"replayed\"} counts the replays its clients saw")
+}
+
+// TestRedisLedgerKeysExpire: a payment gives both of its account's ledger
+// keys ledgerTTL.
+func TestRedisLedgerKeysExpire(t *testing.T) {
+	led, account, _ := ledgerUnderTest(t, "redis")
+	_, err := led.Create(t.Context(), "ref-1", account, 700, "EUR")
+	require.NoError(t, err)
+	client := led.(*redisLedger).client
+	for _, key := range []string{paymentsKey(account), refsKey(account)} {
+		ttl, err := client.PTTL(t.Context(), key).Result()
+		require.NoError(t, err)
+		assert.Greater(t, ttl, ledgerTTL-time.Minute, key)
+		assert.LessOrEqual(t, ttl, ledgerTTL, key)
+	}
+}
+
+// TestRedisSentinel: with -redis-sentinel as REDIS_SENTINEL names it, the
+// backend reaches the master through the Sentinel, and the ledger works.
+func TestRedisSentinel(t *testing.T) {
+	sentinel := os.Getenv("REDIS_SENTINEL")
+	if sentinel == "" {
+		t.Skip("REDIS_SENTINEL is not set; set it (e.g. idempotency@127.0.0.1:26379) to run the example through a Sentinel")
+	}
+	cfg, err := parseFlags([]string{"-store", "redis", "-redis-url", "", "-redis-sentinel", sentinel}, env(nil))
+	require.NoError(t, err)
+	account := "sk_test_" + newPaymentID()
+	t.Cleanup(func() { removeLedgerKeys(t, cfg, account) })
+	_, led, closeBackend, err := openBackend(t.Context(), cfg, time.Minute)
+	require.NoError(t, err)
+	defer closeBackend()
+	p, err := led.Create(t.Context(), "ref-1", account, 700, "EUR")
+	require.NoError(t, err)
+	got, err := led.List(t.Context(), account)
+	require.NoError(t, err)
+	assert.Equal(t, []payment{p}, got)
+}
+
+// TestExampleRedisSentinelReplicaAcks: the example, given a Sentinel of the
+// test's own and -redis-replica-acks 1, pays and replays while the replica
+// is up, and the replica holds the payment by the time the client has its
+// answer; with the replica down, a new key gets 503 and pays nothing.
+func TestExampleRedisSentinelReplicaAcks(t *testing.T) {
+	primary := startPrivateRedis(t)
+	replica := startPrivateRedis(t, "--replicaof", "127.0.0.1", primary.port)
+	sentinel := startPrivateSentinel(t, "idempotency", primary)
+	require.Eventually(t, func() bool {
+		info, err := primary.client().Info(t.Context(), "replication").Result()
+		return err == nil && strings.Contains(info, "connected_slaves:1")
+	}, 30*time.Second, 50*time.Millisecond, "the replica connects to the primary")
+	p := startExample(t, "-store", "redis", "-redis-sentinel", "idempotency@127.0.0.1:"+sentinel.port,
+		"-redis-replica-acks", "1")
+
+	first := post(t, p.URL, "acked")
+	require.Equal(t, http.StatusCreated, first.status, first.body)
+	n, err := replica.client().LLen(t.Context(), paymentsKey(testAccount)).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "the replica holds the payment")
+	again := post(t, p.URL, "acked")
+	assert.True(t, again.replayed)
+	assert.Equal(t, first.stormContent, again.stormContent)
+
+	replica.Stop()
+	resp, body := postOnce(t, p.URL, "unacked")
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
+	assert.Len(t, paymentIDs(t, p.URL), 1, "the unacknowledged claim ran nothing")
 }
 
 // TestExampleRedisOutage: while Redis is down, protected requests get 503
@@ -82,7 +151,8 @@ func TestExampleRedisOutage(t *testing.T) {
 // a key (the payment is recorded, the response not yet sent) leaves the
 // key in flight until its lease lapses. Then, of 20 concurrent retries,
 // exactly one takes the key over and runs, under the next fencing number,
-// and the others replay its response.
+// answering with the killed run's payment (found by its ledger key), and
+// the others replay its response.
 func TestExampleRedisWorkerKilled(t *testing.T) {
 	rds := startPrivateRedis(t)
 	// The lease is short so the test is quick, but not so short that a
@@ -95,7 +165,8 @@ func TestExampleRedisWorkerKilled(t *testing.T) {
 	// The handler records the payment, then sleeps for -delay: kill every
 	// worker then, the one holding the key among them.
 	deadline := time.Now().Add(30 * time.Second)
-	for len(paymentIDs(t, p.URL)) == 0 {
+	var paid []string
+	for paid = paymentIDs(t, p.URL); len(paid) == 0; paid = paymentIDs(t, p.URL) {
 		require.True(t, time.Now().Before(deadline), "the first request never recorded its payment")
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -131,7 +202,8 @@ func TestExampleRedisWorkerKilled(t *testing.T) {
 	for _, a := range answers {
 		assert.Equal(t, fresh[0].stormContent, a.stormContent, "every other retry replays the one that ran")
 	}
-	assert.Len(t, paymentIDs(t, p.URL), 2, "the killed worker's payment and the retry's, nothing more")
+	assert.Equal(t, paid, paymentIDs(t, p.URL), "the killed worker's payment, which the retry found by its ledger key")
+	assert.Contains(t, fresh[0].body, paid[0], "the retry answers with the killed worker's payment")
 
 	// The one record in Redis is completed under fencing number 2: the
 	// retry took the key over from the killed owner.

@@ -10,14 +10,16 @@ import (
 )
 
 // sqlitePaymentsSchema is the ledger's table, with an index for listing
-// one account's payments in the order they were made (rowid order). The
-// idempotency table comes from sqlitestore's own schema through Migrate.
+// one account's payments in the order they were made (rowid order), and a
+// unique ref per payment (Create). The idempotency table comes from
+// sqlitestore's own schema through Migrate.
 const sqlitePaymentsSchema = `
 CREATE TABLE IF NOT EXISTS payments (
     id       TEXT    PRIMARY KEY,
     account  TEXT    NOT NULL,
     amount   INTEGER NOT NULL CHECK (amount > 0),
-    currency TEXT    NOT NULL
+    currency TEXT    NOT NULL,
+    ref      TEXT
 );
 CREATE INDEX IF NOT EXISTS payments_account ON payments (account)`
 
@@ -57,7 +59,7 @@ func migrateSQLite(ctx context.Context, db *sql.DB, st *sqlitestore.Store) error
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err == nil {
-		if _, err = tx.ExecContext(ctx, sqlitePaymentsSchema); err == nil {
+		if err = createPaymentsTable(ctx, tx); err == nil {
 			err = tx.Commit()
 		} else {
 			_ = tx.Rollback()
@@ -69,16 +71,36 @@ func migrateSQLite(ctx context.Context, db *sql.DB, st *sqlitestore.Store) error
 	return nil
 }
 
+// createPaymentsTable creates the ledger's table and its indexes. A table
+// made before payments had refs gets the column, its old rows no ref.
+func createPaymentsTable(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, sqlitePaymentsSchema); err != nil {
+		return err
+	}
+	var hasRef bool
+	err := tx.QueryRowContext(ctx, `SELECT count(*) > 0 FROM pragma_table_info('payments') WHERE name = 'ref'`).Scan(&hasRef)
+	if err == nil && !hasRef {
+		_, err = tx.ExecContext(ctx, `ALTER TABLE payments ADD COLUMN ref TEXT`)
+	}
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `CREATE UNIQUE INDEX IF NOT EXISTS payments_ref ON payments (ref)`)
+	}
+	return err
+}
+
 // sqliteLedger is a ledger in the payments table of the SQLite file,
 // shared by every worker of this host.
 type sqliteLedger struct {
 	db *sql.DB
 }
 
-func (l *sqliteLedger) Create(ctx context.Context, account string, amount int, currency string) (payment, error) {
+func (l *sqliteLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
-	_, err := l.db.ExecContext(ctx, `INSERT INTO payments (id, account, amount, currency) VALUES (?, ?, ?, ?)`,
-		p.ID, account, p.Amount, p.Currency)
+	_, err := l.db.ExecContext(ctx, `INSERT INTO payments (id, account, amount, currency, ref) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (ref) DO NOTHING`, p.ID, account, p.Amount, p.Currency, ref)
+	if err == nil { // the row of ref, this one or the one recorded before
+		err = l.db.QueryRowContext(ctx, `SELECT id, amount, currency FROM payments WHERE ref = ?`, ref).Scan(&p.ID, &p.Amount, &p.Currency)
+	}
 	if err != nil {
 		return payment{}, fmt.Errorf("recording payment: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,8 +68,8 @@ func TestExampleStormSQLite(t *testing.T) {
 // TestExampleSQLiteWorkerKilled: the worker running a request is SIGKILLed
 // after it recorded the payment, while it holds the key. Its duplicates get
 // 409 until its lease ends; then exactly one of them takes the key over,
-// under the next fencing number, and runs the handler, and all get that
-// one answer.
+// under the next fencing number, and runs the handler, which answers with
+// the killed run's payment, and all get that one answer.
 func TestExampleSQLiteWorkerKilled(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("example: finding the worker that holds a connection reads /proc")
@@ -111,10 +112,10 @@ func TestSQLiteLedgerKeepsAccountsApart(t *testing.T) {
 	ctx := context.Background()
 	var alice []payment
 	for amount := range 3 {
-		p, err := led.Create(ctx, "alice", 100+amount, "EUR")
+		p, err := led.Create(ctx, "alice-"+strconv.Itoa(amount), "alice", 100+amount, "EUR")
 		require.NoError(t, err)
 		alice = append(alice, p)
-		_, err = led.Create(ctx, "bob", 200+amount, "USD")
+		_, err = led.Create(ctx, "bob-"+strconv.Itoa(amount), "bob", 200+amount, "USD")
 		require.NoError(t, err)
 	}
 	got, err := led.List(ctx, "alice")

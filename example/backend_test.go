@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -53,4 +55,76 @@ func TestBackendThatNeverAnswersFailsStartUp(t *testing.T) {
 			require.Less(t, time.Since(started), 3*time.Second, "%s: start-up gave up long after its timeout", cfg.store)
 		})
 	}
+}
+
+// TestLedgerWriteRepeated: a payment's write sent again under its ref, and
+// sent by many goroutines at once, records one payment, which every send
+// returns; another ref is another payment. Each backend writes to its real
+// server, SQLite and Postgres into a table made before payments had refs.
+func TestLedgerWriteRepeated(t *testing.T) {
+	for _, backend := range []string{"memory", "sqlite", "postgres", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			led, account, old := ledgerUnderTest(t, backend)
+			ctx := t.Context()
+			sent := make([]payment, 10)
+			var wg sync.WaitGroup
+			for i := range sent {
+				wg.Go(func() {
+					p, err := led.Create(ctx, "ref-1", account, 700, "EUR")
+					assert.NoError(t, err)
+					sent[i] = p
+				})
+			}
+			wg.Wait()
+			again, err := led.Create(ctx, "ref-1", account, 700, "EUR")
+			require.NoError(t, err)
+			for _, p := range sent {
+				require.Equal(t, again, p, "every send returns the one payment")
+			}
+			other, err := led.Create(ctx, "ref-2", account, 900, "EUR")
+			require.NoError(t, err)
+			got, err := led.List(ctx, account)
+			require.NoError(t, err)
+			assert.Equal(t, append(old, again, other), got)
+		})
+	}
+}
+
+// ledgerUnderTest opens backend's ledger, on its real server, and returns
+// it with an account of its own and that account's payments from before
+// refs. Everything it writes is removed when the test ends.
+func ledgerUnderTest(t *testing.T, backend string) (ledger, string, []payment) {
+	t.Helper()
+	cfg := config{store: backend}
+	account := "sk_test_" + newPaymentID()
+	old := []payment{}
+	// oldTable creates the table as the example did before refs, with
+	// more columns if the backend had them, and one payment of account.
+	oldTable := func(table, more string, exec func(sql string)) {
+		exec(`CREATE TABLE ` + table + ` (id text PRIMARY KEY, account text NOT NULL,
+amount integer NOT NULL CHECK (amount > 0), currency text NOT NULL` + more + `)`)
+		exec(`INSERT INTO ` + table + ` (id, account, amount, currency) VALUES ('pay_old', '` + account + `', 500, 'EUR')`)
+		old = append(old, payment{ID: "pay_old", Amount: 500, Currency: "EUR"})
+	}
+	switch backend {
+	case "sqlite":
+		f := newSQLiteFile(t)
+		oldTable("payments", "", func(sql string) {
+			_, err := f.db.Exec(sql)
+			require.NoError(t, err, sql)
+		})
+		cfg.sqlitePath = f.path
+	case "postgres":
+		db := newPGTestDB(t)
+		oldTable(db.schema+".payments", ", created_at timestamptz NOT NULL DEFAULT now()", func(sql string) { db.exec(t, sql) })
+		db.exec(t, "ALTER TABLE "+db.schema+".payments OWNER TO "+db.role)
+		cfg.databaseURL = db.URL
+	case "redis":
+		cfg.redisURL = redisURL(t)
+		t.Cleanup(func() { removeLedgerKeys(t, cfg, account) })
+	}
+	_, led, closeBackend, err := openBackend(t.Context(), cfg, time.Minute)
+	require.NoError(t, err)
+	t.Cleanup(closeBackend)
+	return led, account, old
 }

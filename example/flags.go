@@ -1,23 +1,30 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 )
 
 // config is the command line, parsed and checked.
 type config struct {
-	addr        string
-	store       string
-	redisURL    string
-	databaseURL string
-	sqlitePath  string
-	delay       time.Duration
-	workers     int
-	lease       time.Duration
-	postgresTx  bool
+	addr     string
+	store    string
+	redisURL string
+	// sentinelMaster and sentinelAddrs are -redis-sentinel's master name
+	// and Sentinel addresses; empty without it.
+	sentinelMaster string
+	sentinelAddrs  []string
+	replicaAcks    int
+	databaseURL    string
+	sqlitePath     string
+	delay          time.Duration
+	workers        int
+	lease          time.Duration
+	postgresTx     bool
 }
 
 // parseFlags reads the command line. getenv supplies the defaults of
@@ -31,6 +38,11 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.addr, "addr", ":8080", "address to listen on")
 	fs.StringVar(&c.store, "store", "", "where idempotency records and payments are kept: memory, sqlite, redis or postgres (default memory, or sqlite with -workers above 1)")
 	fs.StringVar(&c.redisURL, "redis-url", getenv("REDIS_URL"), "Redis URL for -store redis (default $REDIS_URL)")
+	fs.Func("redis-sentinel", "MASTER@HOST:PORT[,HOST:PORT...]: for -store redis, the Redis that these Sentinels name MASTER, instead of -redis-url", func(v string) (err error) {
+		c.sentinelMaster, c.sentinelAddrs, err = parseSentinel(v)
+		return err
+	})
+	fs.IntVar(&c.replicaAcks, "redis-replica-acks", 0, "with -store redis, make every write wait up to 5s for this many replicas to acknowledge it, and fail if fewer do (0: do not wait)")
 	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL for -store postgres (default $DATABASE_URL)")
 	fs.StringVar(&c.sqlitePath, "sqlite-path", "idempotency.db", "SQLite database file for -store sqlite, created if missing; on a local disk of this host")
 	fs.DurationVar(&c.delay, "delay", 0, "extra time each payment takes after it is recorded, such as a slow receipt call")
@@ -55,6 +67,12 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	if c.delay < 0 || c.lease <= 0 {
 		return config{}, fmt.Errorf("-delay must be 0 or more and -lease above 0")
 	}
+	if c.replicaAcks < 0 {
+		return config{}, fmt.Errorf("-redis-replica-acks %d: want 0 or more", c.replicaAcks)
+	}
+	if c.replicaAcks > 0 && c.lease <= replicaAckTimeout {
+		return config{}, fmt.Errorf("-lease %v with -redis-replica-acks: want a lease above the %v a write may wait for its replicas", c.lease, replicaAckTimeout)
+	}
 	if c.workers < 1 {
 		return config{}, fmt.Errorf("-workers %d: want 1 or more", c.workers)
 	}
@@ -74,4 +92,19 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 			"Linux only (and not on MIPS or SPARC); run one worker", c.workers)
 	}
 	return c, nil
+}
+
+// parseSentinel parses -redis-sentinel's MASTER@HOST:PORT[,HOST:PORT...].
+func parseSentinel(v string) (master string, addrs []string, err error) {
+	master, list, ok := strings.Cut(v, "@")
+	if !ok || master == "" {
+		return "", nil, errors.New("want MASTER@HOST:PORT[,HOST:PORT...]")
+	}
+	for _, addr := range strings.Split(list, ",") {
+		if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || port == "" {
+			return "", nil, fmt.Errorf("%q: want HOST:PORT", addr)
+		}
+		addrs = append(addrs, addr)
+	}
+	return master, addrs, nil
 }

@@ -38,6 +38,25 @@ func TestFlagsSet(t *testing.T) {
 		delay: 300 * time.Millisecond, workers: 4, lease: 2 * time.Second, postgresTx: false}, cfg)
 }
 
+// TestFlagsRedisSentinel: -redis-sentinel gives the master's name and
+// every Sentinel's address; -redis-replica-acks the replicas to wait for.
+func TestFlagsRedisSentinel(t *testing.T) {
+	for _, c := range []struct {
+		sentinel string
+		master   string
+		addrs    []string
+	}{
+		{"idempotency@127.0.0.1:26379", "idempotency", []string{"127.0.0.1:26379"}},
+		{"pay@a:26379,b:26380,[::1]:26381", "pay", []string{"a:26379", "b:26380", "[::1]:26381"}},
+	} {
+		cfg, err := parseFlags([]string{"-store", "redis", "-redis-sentinel", c.sentinel, "-redis-replica-acks", "2"}, env(nil))
+		require.NoError(t, err, c.sentinel)
+		assert.Equal(t, c.master, cfg.sentinelMaster, c.sentinel)
+		assert.Equal(t, c.addrs, cfg.sentinelAddrs, c.sentinel)
+		assert.Equal(t, 2, cfg.replicaAcks, c.sentinel)
+	}
+}
+
 func TestFlagsMemoryStoreRefusesWorkers(t *testing.T) {
 	_, err := parseFlags([]string{"-store", "memory", "-workers", "2"}, env(nil))
 	require.Error(t, err)
@@ -77,6 +96,12 @@ func TestFlagsRefused(t *testing.T) {
 		"random port for workers": {"-store", "redis", "-workers", "2", "-addr", "127.0.0.1:0"},
 		"no port for workers":     {"-store", "redis", "-workers", "2", "-addr", "127.0.0.1"},
 		"extra argument":          {"serve"},
+		"sentinel without master": {"-redis-sentinel", "127.0.0.1:26379"},
+		"sentinel empty master":   {"-redis-sentinel", "@127.0.0.1:26379"},
+		"sentinel without port":   {"-redis-sentinel", "idempotency@127.0.0.1"},
+		"sentinel empty address":  {"-redis-sentinel", "idempotency@127.0.0.1:26379,"},
+		"negative replica acks":   {"-redis-replica-acks", "-1"},
+		"lease within acks wait":  {"-redis-replica-acks", "1", "-lease", "5s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parseFlags(args, env(nil))

@@ -90,7 +90,7 @@ func runJobWorker(backend string) int {
 }
 
 // openJobBackend returns the store and ledger of a job worker: a Redis
-// list, a Postgres table written through the pool or, with postgres-tx,
+// list, beside records under the job prefix, a Postgres table written through the pool or, with postgres-tx,
 // in the claim's transaction, or a table in the SQLite file.
 func openJobBackend(ctx context.Context, backend, url string) (store.Store, jobLedger, error) {
 	prefix := os.Getenv(jobPrefixEnv)
@@ -102,7 +102,7 @@ func openJobBackend(ctx context.Context, backend, url string) (store.Store, jobL
 		}
 		opts.ContextTimeoutEnabled = true
 		client := redis.NewClient(opts)
-		return redisstore.New(client), func(ctx context.Context, job string) error {
+		return redisstore.New(client, redisstore.WithPrefix(prefix)), func(ctx context.Context, job string) error {
 			return client.RPush(ctx, prefix+"ledger", job).Err()
 		}, nil
 	case "postgres", "postgres-tx":
@@ -325,7 +325,7 @@ func jobBackend(t *testing.T, backend string) (string, func(prefix string) []str
 		client := redis.NewClient(opts)
 		t.Cleanup(func() { _ = client.Close() })
 		return url, func(prefix string) []string {
-			t.Cleanup(func() { client.Del(context.Background(), prefix+"ledger") })
+			t.Cleanup(func() { removeKeys(t, client, prefix) })
 			rows, err := client.LRange(context.Background(), prefix+"ledger", 0, -1).Result()
 			require.NoError(t, err)
 			return rows

@@ -30,7 +30,8 @@ type paymentRequest struct {
 // Run twice, it would charge twice: the idempotency middleware in front of
 // it makes sure it runs once per key, and the provider key, derived from
 // the request's idempotency key, is the same for a retry that runs it again
-// after a crash, so the provider would charge once even then. A body that
+// after a crash, so the provider would charge once even then; the ledger
+// write is keyed the same way (Derive("ledger")). A body that
 // fails validation is refused before anything happens and not recorded
 // (see readRequest): the client may correct it and use the same key.
 func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +46,9 @@ func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	providerKey := key.Derive("charge")
-	p, err := a.ledger.Create(r.Context(), account(r), req.Amount, strings.ToUpper(req.Currency))
+	// A retry after a write whose outcome was unknown (the 500 below)
+	// finds that write instead of recording another payment.
+	p, err := a.ledger.Create(r.Context(), key.Derive("ledger"), account(r), req.Amount, strings.ToUpper(req.Currency))
 	if err != nil {
 		a.log.Error("recording a payment failed", "err", err)
 		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusInternalServerError,

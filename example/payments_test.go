@@ -52,8 +52,8 @@ type gatedLedger struct {
 	release chan struct{}
 }
 
-func (g *gatedLedger) Create(ctx context.Context, account string, amount int, currency string) (payment, error) {
-	p, err := g.ledger.Create(ctx, account, amount, currency)
+func (g *gatedLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
+	p, err := g.ledger.Create(ctx, ref, account, amount, currency)
 	g.created <- struct{}{}
 	<-g.release
 	return p, err

@@ -236,28 +236,32 @@ func killHolder(t *testing.T, p *exampleProc, first <-chan error, holder func() 
 // requireKilledRunTakenOver posts a payment to p, whose workers serve a
 // plain store with a lease shorter than the handler's delay, SIGKILLs the
 // worker running it once the handler has recorded the payment (count
-// counts a table's rows), and retries it (retryKilled): the killed run's
-// payment stays, exactly one more is made, and the run that took the key
-// over sends the provider the killed run's key.
+// counts a table's rows), and retries it (retryKilled): the run that took
+// the key over finds the killed run's payment by its ledger key and answers
+// with it, records no other, and sends the provider the killed run's key.
 func requireKilledRunTakenOver(t *testing.T, p *exampleProc, count func(t *testing.T, table, where string) int) {
 	t.Helper()
 	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
 	require.Eventually(t, func() bool { return count(t, "payments", "") == 1 }, 30*time.Second, 20*time.Millisecond,
 		"the first request's handler recorded its payment")
+	paid := paymentIDs(t, p.URL)
 	waitProviderKeys(t, p, 1)
-	retryKilled(t, p, killHolder(t, p, first, holder))
-	assert.Equal(t, 2, count(t, "payments", ""), "the killed run's payment and exactly one more")
+	retried := retryKilled(t, p, killHolder(t, p, first, holder))
+	assert.Equal(t, paid, paymentIDs(t, p.URL), "the killed run's payment and no other")
+	assert.Contains(t, retried.body, paid[0], "the retry answers with the killed run's payment")
 	keys := waitProviderKeys(t, p, 2)
 	assert.Len(t, keys, 2)
 	assert.Equal(t, keys[0], keys[1], "the run that took the key over sends the provider the killed run's key")
 }
 
 // retryKilled sends the killed request (key 0 of the prefix "killed")
-// again from 10 clients at once, and requires that it runs once, on a
-// worker other than killed, and that every client gets that one answer.
-func retryKilled(t *testing.T, p *exampleProc, killed int) {
+// again from 10 clients at once, requires that it runs once, on a worker
+// other than killed, and that every client gets that one answer, and
+// returns it.
+func retryKilled(t *testing.T, p *exampleProc, killed int) stormResponse {
 	t.Helper()
 	answers, _ := faultStorm(t, p.URL, "killed", 1, 10)
 	requireOncePerKey(t, answers)
 	assert.NotEqual(t, fmt.Sprint(killed), answers[0][0].worker)
+	return answers[0][0]
 }

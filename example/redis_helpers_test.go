@@ -5,7 +5,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,24 +64,46 @@ type privateRedis struct {
 	bin    string
 	port   string
 	dir    string
+	conf   string   // a config file read first, or ""
+	args   []string // after the defaults
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
 
-// startPrivateRedis starts a private redis-server, stopped when the test
-// ends. Like every Redis test it runs only when REDIS_URL is set, and then
-// it needs redis-server on PATH.
-func startPrivateRedis(t *testing.T) *privateRedis {
+// startPrivateRedis starts a private redis-server with args added to its
+// command line, stopped when the test ends. Like every Redis test it runs
+// only when REDIS_URL is set, and then it needs redis-server on PATH.
+func startPrivateRedis(t *testing.T, args ...string) *privateRedis {
+	t.Helper()
+	r := newPrivateRedis(t)
+	r.args = args
+	r.Start()
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// startPrivateSentinel starts a private Sentinel that names primary master,
+// stopped when the test ends.
+func startPrivateSentinel(t *testing.T, master string, primary *privateRedis) *privateRedis {
+	t.Helper()
+	r := newPrivateRedis(t)
+	r.conf = filepath.Join(r.dir, "sentinel.conf")
+	monitor := "sentinel monitor " + master + " 127.0.0.1 " + primary.port + " 1\n"
+	require.NoError(t, os.WriteFile(r.conf, []byte(monitor), 0o600))
+	r.args = []string{"--sentinel"}
+	r.Start()
+	t.Cleanup(r.Stop)
+	return r
+}
+
+func newPrivateRedis(t *testing.T) *privateRedis {
 	t.Helper()
 	redisURL(t)
 	bin, err := exec.LookPath("redis-server")
 	require.NoError(t, err, "REDIS_URL is set, and this test also needs redis-server on PATH")
 	_, port, err := net.SplitHostPort(freeAddr(t))
 	require.NoError(t, err)
-	r := &privateRedis{t: t, bin: bin, port: port, dir: t.TempDir()}
-	r.Start()
-	t.Cleanup(r.Stop)
-	return r
+	return &privateRedis{t: t, bin: bin, port: port, dir: t.TempDir()}
 }
 
 // URL is the server's address as -redis-url takes it.
@@ -89,8 +113,13 @@ func (r *privateRedis) URL() string { return "redis://127.0.0.1:" + r.port + "/0
 // returns once it answers PING.
 func (r *privateRedis) Start() {
 	r.t.Helper()
-	r.cmd = exec.Command(r.bin, "--port", r.port, "--bind", "127.0.0.1", "--dir", r.dir,
+	var argv []string
+	if r.conf != "" {
+		argv = append(argv, r.conf)
+	}
+	argv = append(argv, "--port", r.port, "--bind", "127.0.0.1", "--dir", r.dir,
 		"--save", "", "--appendonly", "yes", "--appendfsync", "always")
+	r.cmd = exec.Command(r.bin, append(argv, r.args...)...)
 	r.cmd.SysProcAttr = workerAttr() // stopped with this test binary, should it die
 	require.NoError(r.t, r.cmd.Start())
 	r.exited = make(chan struct{})
@@ -137,4 +166,24 @@ func (r *privateRedis) client() *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + r.port})
 	r.t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// removeLedgerKeys deletes account's ledger keys from cfg's Redis.
+func removeLedgerKeys(t *testing.T, cfg config, account string) {
+	t.Helper()
+	client, err := redisClient(cfg)
+	require.NoError(t, err)
+	defer client.Close()
+	require.NoError(t, client.Del(context.Background(), paymentsKey(account), refsKey(account)).Err())
+}
+
+// removeKeys deletes every key of client's server that starts with prefix.
+func removeKeys(t *testing.T, client *redis.Client, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		require.NoError(t, client.Del(ctx, iter.Val()).Err())
+	}
+	require.NoError(t, iter.Err())
 }

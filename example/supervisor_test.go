@@ -138,8 +138,11 @@ func TestSupervisorKeepsRestartingWhileAnotherWorkerRuns(t *testing.T) {
 	assert.True(t, gone(healthy), "worker %d still running", healthy)
 }
 
+// TestExampleRestartsKilledWorker: the supervisor replaces a SIGKILLed
+// worker, and both live workers then serve a storm (on a Redis of the
+// test's own, gone when it ends).
 func TestExampleRestartsKilledWorker(t *testing.T) {
-	p := startExample(t, "-store", "redis", "-redis-url", redisURL(t), "-workers", "2")
+	p := startExample(t, "-store", "redis", "-redis-url", startPrivateRedis(t).URL(), "-workers", "2")
 	before := p.Pids()
 	require.Len(t, before, 2)
 	p.Kill(before[0])
