@@ -59,8 +59,9 @@ func logPids(log, msg string) []int {
 	return pids
 }
 
-// redisURL returns the URL of a redis-server of the test's own (see
-// startPrivateRedis), so that nothing the example writes outlives the test.
+// redisURL starts a redis-server of the test's own (see startPrivateRedis)
+// and returns its URL, so that nothing the example writes outlives the
+// test. Each call starts another server.
 func redisURL(t *testing.T) string {
 	t.Helper()
 	return startPrivateRedis(t).URL()
