@@ -1,5 +1,5 @@
-# make services: start what the tests need (see .ci/services).
-# make test:     services, then gofmt, go mod tidy, go vet, staticcheck, the race-enabled
+# make services: start what the tests need and print its variables (see .ci/services).
+# make test:     gofmt, go mod tidy, go vet, staticcheck, the race-enabled
 #                tests against the real services, and brief fuzz runs.
 # make bench:    every benchmark six times into .bench/new.txt, compared by
 #                benchstat with the previous run, then the middleware's
@@ -9,12 +9,13 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 
-# The services .ci/services starts; override on the command line
-# (make test DATABASE_URL=...), not from the environment.
-export REDIS_URL := redis://127.0.0.1:6379/0
-export REDIS_CLUSTER_ADDRS := 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
-export REDIS_SENTINEL := idempotency@127.0.0.1:26379
-export DATABASE_URL := postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+# The servers the tests use. One given on the command line
+# (make test DATABASE_URL=...) is used as given; .ci/services provides the
+# rest and prints their variables, which WITH_SERVICES sets for a command.
+# The environment's values are not used.
+SERVICE_VARS := REDIS_URL REDIS_CLUSTER_ADDRS REDIS_SENTINEL DATABASE_URL
+unexport $(foreach v,$(SERVICE_VARS),$(if $(filter command line,$(origin $(v))),,$(v)))
+WITH_SERVICES := services=$$(.ci/services) && eval "$$services" &&
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
@@ -31,26 +32,26 @@ FUZZ_CANONICAL := 100000x
 services:
 	.ci/services
 
-test: services
+test:
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt -l lists:"; echo "$$unformatted"; exit 1; fi
 	go mod tidy -diff
 	go vet ./...
 	go run $(STATICCHECK) ./...
-	go test -race -count=1 -timeout=30m ./...
+	$(WITH_SERVICES) go test -race -count=1 -timeout=30m ./...
 	go test -run='^$$' -fuzz='^FuzzParseKey$$' -fuzztime=$(FUZZ_KEYS) ./httpx
 	go test -run='^$$' -fuzz='^FuzzRecorder$$' -fuzztime=$(FUZZ_RECORDER) ./httpx
 	go test -run='^$$' -fuzz='^FuzzCanonicalJSON$$' -fuzztime=$(FUZZ_CANONICAL) ./internal/canonjson
 
-bench: services
+bench:
 	mkdir -p .bench
 	if [ -f .bench/new.txt ]; then mv .bench/new.txt .bench/old.txt; fi
-	go test -run='^$$' -bench=. -benchmem -count=6 ./... | tee .bench/new.txt
+	$(WITH_SERVICES) go test -run='^$$' -bench=. -benchmem -count=6 ./... | tee .bench/new.txt
 	if [ -f .bench/old.txt ]; then \
 		go run $(BENCHSTAT) .bench/old.txt .bench/new.txt; \
 	else \
 		go run $(BENCHSTAT) .bench/new.txt; \
 	fi
-	for script in .ci/bench-middleware .ci/bench-wait .ci/bench-redis .ci/bench-postgres .ci/bench-sqlite; do \
+	$(WITH_SERVICES) for script in .ci/bench-middleware .ci/bench-wait .ci/bench-redis .ci/bench-postgres .ci/bench-sqlite; do \
 		if [ -x "$$script" ]; then "$$script"; fi; \
 	done

@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -60,14 +59,12 @@ func logPids(log, msg string) []int {
 	return pids
 }
 
-// redisURL returns REDIS_URL, or skips the test when it is unset.
+// redisURL starts a redis-server of the test's own (see startPrivateRedis)
+// and returns its URL, so that nothing the example writes outlives the
+// test. Each call starts another server.
 func redisURL(t *testing.T) string {
 	t.Helper()
-	url := os.Getenv("REDIS_URL")
-	if url == "" {
-		t.Skip("REDIS_URL is not set; set it (e.g. redis://127.0.0.1:6379/0) to run the example against Redis")
-	}
-	return url
+	return startPrivateRedis(t).URL()
 }
 
 // freeAddr returns a loopback host:port that was free a moment ago, for a
