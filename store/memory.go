@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seed43327c4c/idempotency/internal/keywatch"
+	"github.com/seed43327c4c/idempotency/store/keywatch"
 )
 
 // defaultMaxRecords is how many records a Memory store holds unless

@@ -3,7 +3,7 @@ package store
 import (
 	"context"
 
-	"github.com/seed43327c4c/idempotency/internal/keywatch"
+	"github.com/seed43327c4c/idempotency/store/keywatch"
 )
 
 // closedWatch is the channel Watch returns for a key not in flight.

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/seed43327c4c/idempotency/internal/sweeper"
+	"github.com/seed43327c4c/idempotency/store/sweeper"
 )
 
 // deleteExpiredSQL deletes up to $1 rows stored in pages $3 to $4 - 1 of
