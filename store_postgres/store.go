@@ -68,7 +68,7 @@ type Store struct {
 	logger    *slog.Logger
 	abandoned time.Duration // see WithAbandonedRetention
 	sql       statements
-	current   atomic.Bool // the table has been seen to have today's schema (requireCurrent)
+	current   atomic.Bool // the table has been seen at this package's schema version (requireCurrent)
 	listener  *listener   // wakes Watch's callers
 }
 
@@ -85,9 +85,8 @@ type querier interface {
 type Option func(*Store)
 
 // identifier is what WithTable and WithSchema accept: a lower-case unquoted
-// PostgreSQL name. Table names are kept to 50 bytes so that the name of the
-// expiry index earlier schemas created (table + "_expires_idx") fits
-// PostgreSQL's 63.
+// PostgreSQL name. Table names are kept to 50 bytes, leaving room within
+// PostgreSQL's 63 for names a later migration derives from the table's.
 var (
 	tableName  = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,49}$`)
 	schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -163,7 +162,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		opt(s)
 	}
 	s.name = s.qualified(s.table)
-	s.sql = newStatements(s.name, s.qualified(s.table+"_expires_idx"))
+	s.sql = newStatements(s.name)
 	s.listener = newListener(s)
 	return s
 }
