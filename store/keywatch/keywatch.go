@@ -1,6 +1,5 @@
-// Package keywatch keeps the watches of keys in flight that a store of
-// one process holds: the watchers of a key share one channel, which a
-// wake-up closes.
+// Package keywatch keeps a store's watches of keys in flight: a key's
+// watchers share one channel, which a wake-up closes.
 package keywatch
 
 import (
@@ -8,15 +7,13 @@ import (
 	"maps"
 )
 
-// Set is the watched keys of a store. Its zero value is empty and holds no
-// map until the first Add. It is not safe for concurrent use: the store
-// guards it with a lock of its own.
+// Set is the watched keys of a store; its zero value is empty. It is not
+// safe for concurrent use.
 type Set struct {
 	keys map[string]*Watch
 }
 
-// Watch is what the watchers of one key share: the channel a wake-up
-// closes, and how many watchers have not stopped.
+// Watch is what the watchers of one key share.
 type Watch struct {
 	changed  chan struct{}
 	watchers int
@@ -25,8 +22,7 @@ type Watch struct {
 // Changed returns the channel that the wake-up of w closes.
 func (w *Watch) Changed() <-chan struct{} { return w.changed }
 
-// Add adds a watcher of key and returns the key's watch: the one its other
-// watchers share, or a new one.
+// Add adds a watcher of key and returns the key's watch.
 func (s *Set) Add(key string) *Watch {
 	w := s.keys[key]
 	if w == nil {
@@ -40,8 +36,7 @@ func (s *Set) Add(key string) *Watch {
 	return w
 }
 
-// Stop stops one watcher of w, the watch of key that Add returned: the last
-// one stopped before a wake-up lets w go.
+// Stop stops one watcher of w, the watch of key that Add returned.
 func (s *Set) Stop(key string, w *Watch) {
 	w.watchers--
 	if w.watchers == 0 && s.keys[key] == w {
@@ -49,8 +44,7 @@ func (s *Set) Stop(key string, w *Watch) {
 	}
 }
 
-// Wake closes the channel of key's watch, if key is watched, and forgets
-// it: a later Add of key returns a new watch.
+// Wake closes the channel of key's watch, if any, and forgets it.
 func (s *Set) Wake(key string) {
 	if w, ok := s.keys[key]; ok {
 		close(w.changed)
@@ -58,8 +52,7 @@ func (s *Set) Wake(key string) {
 	}
 }
 
-// WakeWatch is Wake for w, a watch of key that Add returned, alone: it does
-// nothing if w was woken already, whether or not key is watched again.
+// WakeWatch wakes w, a watch of key, unless it was woken already.
 func (s *Set) WakeWatch(key string, w *Watch) {
 	if s.keys[key] == w {
 		close(w.changed)
@@ -73,5 +66,5 @@ func (s *Set) Watched(key string) *Watch { return s.keys[key] }
 // Len returns how many keys are watched.
 func (s *Set) Len() int { return len(s.keys) }
 
-// All yields each watched key with its watch. The loop may wake them.
+// All yields each watched key with its watch; the loop may wake them.
 func (s *Set) All() iter.Seq2[string, *Watch] { return maps.All(s.keys) }
