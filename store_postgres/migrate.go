@@ -9,14 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Migrate brings the table to the schema version this package uses: it
-// creates the table (schema.sql) if it does not exist, applies in order the
-// migrations a table of an earlier version lacks, and otherwise changes
-// nothing. It runs in one transaction holding an advisory lock, so any
-// number of workers may call it at start-up at once. Creating the table
-// needs the CREATE privilege on the schema, which must exist; a current
-// table needs no privilege beyond connecting. Until the table is current,
-// Claim and BeginClaim refuse to claim on it.
+// Migrate creates the table (schema.sql) if it does not exist and applies
+// the migrations a table of an earlier schema version lacks. It runs in one
+// transaction under an advisory lock, so any number of workers may call it
+// at once. A current table needs no privilege beyond connecting. Until the
+// table is current, Claim and BeginClaim refuse to claim on it.
 func (s *Store) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, migrateLockSQL); err != nil {
@@ -39,20 +36,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// migrateLockSQL takes the lock every Migrate holds: one for the whole
-// database, not one a table, since one table has several names (with its
-// schema or without, through each connection's search_path).
+// migrateLockSQL is one lock for the database, not one a table: a table
+// has several names (with its schema or through the search_path).
 const migrateLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('pgstore migrate', 0))`
 
-// versionSQL tells whether the table $1 exists, and its comment.
 const versionSQL = `SELECT to_regclass($1) IS NOT NULL, coalesce(obj_description(to_regclass($1), 'pg_class'), '')`
 
-// versionComment prefixes the schema version in the table's comment.
 const versionComment = "pgstore schema version "
 
-// version returns the table's schema version, 0 if it does not exist. A
-// table without a version, or with one later than this package's, is an
-// error: Migrate cannot tell what it holds.
+// version returns the table's schema version, 0 if it does not exist; a
+// table without one, or with a later one, is an error.
 func (s *Store) version(ctx context.Context, db querier) (int, error) {
 	var exists bool
 	var comment string
@@ -73,9 +66,8 @@ func (s *Store) version(ctx context.Context, db querier) (int, error) {
 	return version, nil
 }
 
-// requireCurrent returns nil once the table has this package's schema
-// version, and an error before. The answer is asked of the database until
-// it is yes, then kept.
+// requireCurrent returns an error until the table has this package's
+// schema version; a yes is kept.
 func (s *Store) requireCurrent(ctx context.Context) error {
 	if s.current.Load() {
 		return nil
