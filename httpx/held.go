@@ -45,9 +45,8 @@ func (h *Held) WriteHeader(code int) {
 	}
 }
 
-// Write holds p as part of the body, implying the status 200. A p that
-// would take the body past the declared Content-Length is refused with
-// http.ErrContentLength.
+// Write holds p, implying the status 200. A p that would take the body past
+// the declared Content-Length is refused with http.ErrContentLength.
 func (h *Held) Write(p []byte) (int, error) {
 	h.WriteHeader(http.StatusOK)
 	if h.most >= 0 && int64(len(h.body)+len(p)) > h.most {
@@ -88,7 +87,7 @@ func (h *Held) SentHeader() http.Header {
 }
 
 // ShortOfLength reports whether the held body is shorter than the declared
-// Content-Length, which makes net/http end the connection; never for HEAD.
+// Content-Length (never for HEAD).
 func (h *Held) ShortOfLength(method string) bool {
 	return method != http.MethodHead && shortOfDeclared(h.Status(), h.SentHeader(), int64(len(h.body)))
 }
@@ -100,8 +99,7 @@ func (h *Held) AddsTrailers() bool {
 }
 
 // Send writes the held response to the wrapped writer as the handler would
-// have: SentHeader, status and body, then the final header map, from which
-// net/http takes the trailers' values.
+// have, trailers included.
 func (h *Held) Send() {
 	replaceHeader(h.w.Header(), h.SentHeader())
 	h.w.WriteHeader(h.Status())

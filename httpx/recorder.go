@@ -54,8 +54,7 @@ func (r *Recorder) Header() http.Header {
 	return r.w.Header()
 }
 
-// WriteHeader passes code on and records it if it is the first final code
-// (see Recorder). After a hijack it records nothing.
+// WriteHeader passes code on and records it if it is the first final code.
 func (r *Recorder) WriteHeader(code int) {
 	switch {
 	case r.hijacked:
@@ -80,8 +79,7 @@ func (r *Recorder) implicitOK() {
 	}
 }
 
-// Write writes p to the client and keeps a copy of the bytes the wrapped
-// writer accepted while the body stays within the limit.
+// Write writes p to the client and keeps a copy of what was accepted.
 func (r *Recorder) Write(p []byte) (int, error) {
 	r.implicitOK()
 	n, err := r.w.Write(p)
@@ -94,8 +92,8 @@ func (r *Recorder) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// record counts p as written and keeps a copy of it until the body exceeds
-// the limit. The copy kept stays until Release, for a Body taken before.
+// record counts p as written and copies it until the body exceeds the
+// limit; the copy stays until Release, for a Body taken before.
 func (r *Recorder) record(p []byte) {
 	r.written += int64(len(p))
 	if r.overflowed || len(p) == 0 {
@@ -129,10 +127,9 @@ var copyBufs = sync.Pool{New: func() any {
 	return &b
 }}
 
-// ReadFrom copies src to the client. The status 200 is implied by the
-// first byte, so a handler whose source fails at once may still answer 502.
-// Once the body has overflowed the limit, the rest goes to the wrapped
-// writer's io.ReaderFrom, so net/http can still use sendfile.
+// ReadFrom copies src to the client; the first byte implies the status 200.
+// Past the limit the rest goes to the wrapped writer's io.ReaderFrom, so
+// net/http can still use sendfile.
 func (r *Recorder) ReadFrom(src io.Reader) (int64, error) {
 	var total int64
 	if !r.overflowed {
