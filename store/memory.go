@@ -14,17 +14,14 @@ const defaultMaxRecords = 100_000
 
 const defaultMaxBytes = 256 << 20
 
-// never is a deadline later than any the store can reach.
 const never = time.Duration(math.MaxInt64)
 
-// Memory is a Store, and a Watcher, that keeps its records in this
-// process's memory, on its monotonic clock: the middleware's default,
-// protecting one process only. It is bounded: expired records are swept
-// before a new key is inserted, a store full of live records refuses a new
-// key with ErrFull, and a response over WithMaxBytes completes its key as
-// done but not replayable. A lapsed lease's owner may still renew, complete
-// or release its record until another Claim or a sweep takes it. A Memory
-// must not be copied after first use.
+// Memory is a Store and Watcher that keeps its records in this process's
+// memory, on its monotonic clock: the middleware's default. A store full of
+// live records refuses a new key with ErrFull, and a response over
+// WithMaxBytes completes its key as done but not replayable. A lapsed
+// lease's owner may still renew, complete or release its record until
+// another Claim or a sweep takes it. It must not be copied after first use.
 type Memory struct {
 	mu       sync.Mutex
 	records  recordIndex
@@ -65,7 +62,7 @@ func WithMaxBytes(n int) MemoryOption {
 	return func(m *Memory) { m.maxBytes = n }
 }
 
-// NewMemory returns an empty in-memory store configured by opts.
+// NewMemory returns an empty Memory store.
 func NewMemory(opts ...MemoryOption) *Memory {
 	m := &Memory{
 		records:  newRecordIndex(),
@@ -154,7 +151,7 @@ func (m *Memory) withHeld(key string, owner Lease, update func(i int32)) error {
 // WithMaxBytes, even after a sweep, completes the key as done but not
 // replayable.
 func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Response, retention time.Duration) error {
-	var scratch [512]byte // holds a typical encoded header without allocating
+	var scratch [512]byte // a typical encoded header, not allocated
 	var header []byte
 	if resp != nil {
 		header = encodeHeader(scratch[:0], resp.Header)
@@ -256,8 +253,7 @@ func (m *Memory) sweep(now time.Duration) {
 	m.compactIfWasteful()
 }
 
-// forget uncounts and frees the data of the record in slot i, before it is
-// removed or replaced.
+// forget uncounts and frees the data of the record in slot i.
 func (m *Memory) forget(i int32) {
 	r := &m.records.slots[i]
 	m.bytes -= r.size()

@@ -6,19 +6,13 @@ import "strings"
 // quarter of it gets a chunk of its own, of its exact size.
 const chunkSize = 64 << 10
 
-// arena holds the data of a Memory store's completed records in chunks
-// shared by records completed together; each record keeps a string over
-// its part, so the store allocates once per chunk, not per response.
-//   - A chunk is only appended to, never grown, so the strings over it
-//     never change and may be read without the store's mutex.
-//   - A chunk no record lies in is dropped; the garbage collector frees it
-//     once no string a caller holds lies in it either.
-//   - Records kept long could keep many chunks alive, so when the chunks
-//     hold more than twice their records' bytes, four chunks and 64 bytes
-//     a slot (wasteful), the store moves the records of every chunk less
-//     than half full into new ones. Compacting leaves the chunks within
-//     twice their records' bytes and one chunk, so its amortised cost is
-//     a constant per byte let go.
+// arena holds the data of a Memory store's completed records in shared
+// chunks, so the store allocates once per chunk, not per response. A chunk
+// is only appended to, never grown, so the strings over it never change
+// and may be read without the store's mutex. A chunk no record lies in is
+// dropped. When the chunks hold more than twice their records' bytes, four
+// chunks and 64 bytes a slot (wasteful), the records of every chunk less
+// than half full move to new ones: amortised, a constant cost per byte let go.
 type arena struct {
 	chunks  []chunk
 	spare   []int32 // dropped chunks, to reuse

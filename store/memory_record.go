@@ -105,10 +105,9 @@ func encodeHeader(buf []byte, header http.Header) []byte {
 }
 
 // decode sets r.resp, once, for every later duplicate to share, and
-// reports whether it did. The header lies in its own copy, not in data, so
-// a value that outlives the record (in an HPACK table) keeps a few bytes
-// alive, not the record; the body is a capped copy, so a caller's append
-// copies again.
+// reports whether it did. The header lies in its own copy, so a value that
+// outlives the record (in an HPACK table) does not keep the record alive;
+// the body is a capped copy, so a caller's append copies again.
 func (r *memRecord) decode() bool {
 	if r.state != StateCompleted || r.resp != nil {
 		return false

@@ -13,9 +13,9 @@ import (
 	"time"
 )
 
-// HashKey returns the SHA-256 of key in hex. A store that keeps keys outside
-// the process keeps each record under HashKey of its key (or its 32 bytes):
-// a cryptographic hash keeps apart keys a client chooses to collide.
+// HashKey returns the SHA-256 of key in hex, under which a store that keeps
+// keys outside the process keeps each record: a cryptographic hash keeps
+// apart keys a client chooses to collide.
 func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:])
