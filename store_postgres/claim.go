@@ -17,13 +17,11 @@ import (
 // process names the table; $6 takes it exclusively (a TxStore's claim,
 // held until its transaction ends) or shared (Claim).
 //
-//   - "Guard" tries the lock without waiting. A claim that fails to take it
-//     inserts and updates nothing, and only reads the committed row.
-//   - "Inserted" creates the row of a free key (fence 1).
-//   - "Taken" takes over a row expired on the database's clock: an
-//     in-flight row's fence is raised, a finished row's starts again at 1.
-//   - Otherwise the row is read, unchanged; a plain claim of a row in
-//     flight under its own token and live lease reports it claimed.
+// "Guard" tries the lock without waiting; without it the claim only reads
+// the committed row. "Inserted" creates a free key's row, "Taken" takes
+// over an expired one (raising an in-flight row's fence); otherwise the row
+// is read, and a plain claim under the live owner's token reports it
+// claimed again.
 //
 // The guard is a materialised CTE that the INSERT and the UPDATE read
 // before they look at a row, so no claim ever waits on a transactional

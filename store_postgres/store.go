@@ -99,7 +99,6 @@ func WithLogger(logger *slog.Logger) Option {
 	return func(s *Store) { s.logger = logger }
 }
 
-// qualified is the quoted name of the relation name in the store's schema.
 func (s *Store) qualified(name string) string {
 	if s.schema == "" {
 		return pgx.Identifier{name}.Sanitize()

@@ -32,13 +32,10 @@ USING expired
 WHERE t.key = expired.key AND t.expires_at <= statement_timestamp()
   AND (t.state <> 1 OR t.expires_at <= statement_timestamp() - $2::bigint * interval '1 microsecond')`
 
-// pagesSQL is how many pages the table holds.
 const pagesSQL = `SELECT pg_relation_size('idempotency_keys') / current_setting('block_size')::bigint`
 
-// allPages is past every page a table can have.
 const allPages = math.MaxUint32
 
-// sweepPages is how many pages one range of a sweep reads.
 const sweepPages = 128
 
 // DefaultSweepInterval is StartSweeper's interval when given 0.
@@ -64,7 +61,6 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 	return s.deleteExpiredIn(ctx, batch, 0, allPages)
 }
 
-// deleteExpiredIn is DeleteExpired for pages from to to - 1.
 func (s *Store) deleteExpiredIn(ctx context.Context, batch int, from, to int64) (int, error) {
 	var tag pgconn.CommandTag
 	err := s.retry(ctx, func() error {

@@ -58,7 +58,7 @@ func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string
 		_ = tx.Rollback(ctx)
 		switch {
 		case errors.Is(err, errStaleSnapshot):
-			continue // a fresh transaction has a fresh snapshot at any isolation level
+			continue // a fresh transaction has a fresh snapshot
 		case err != nil:
 			return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w", err)
 		}
@@ -130,8 +130,6 @@ type handlerTx struct {
 	pgx.Tx
 }
 
-// Commit returns ErrTxOwned and does nothing.
 func (handlerTx) Commit(context.Context) error { return ErrTxOwned }
 
-// Rollback returns ErrTxOwned and does nothing.
 func (handlerTx) Rollback(context.Context) error { return ErrTxOwned }

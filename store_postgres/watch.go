@@ -15,13 +15,11 @@ var (
 )
 
 // A watcher of a key holds the key's watch lock, a session-level advisory
-// lock taken shared on the store's listening connection, while it watches.
-// The statement that takes the key out of flight tries the same lock
-// exclusively and notifies only when it cannot have it, so a completion
-// nobody watches sends nothing, and the row carries no mark. The lock is in
-// the two-int4 space, apart from the claims' bigint one: the table's OID
-// and bytes 8 to 11 of the row's key; keys sharing them only cost a
-// needless notification.
+// lock taken shared on the store's listening connection. The statement
+// that takes the key out of flight tries it exclusively and notifies only
+// when it cannot have it, so a completion nobody watches sends nothing. The
+// lock is the table's OID and bytes 8 to 11 of the row's key, in the
+// two-int4 space apart from the claims' locks.
 const (
 	watchLockKeySQL = `'idempotency_keys'::regclass::oid::int4,
     ('x' || encode(substring($1::bytea FROM 9 FOR 4), 'hex'))::bit(32)::int4`
