@@ -28,8 +28,9 @@ func ParseKey(h http.Header) (string, error) {
 // ParseKeyHeader returns the idempotency key from the one line of the
 // header name (canonical) in h, or ErrKeyMissing, ErrKeyMultiple or
 // ErrKeyInvalid. The trimmed value is either bare (1..MaxKeyLen bytes of
-// 0x21..0x7E) or an RFC 8941 string ("abc", with \" and \\ the only escapes,
-// unescaped to 1..MaxKeyLen bytes); both forms name the same key.
+// 0x21..0x7E) or an RFC 8941 string ("abc": 0x20..0x7E, \" and \\ the only
+// escapes, nothing after the closing quote, unescaped to 1..MaxKeyLen
+// bytes); both forms name the same key.
 func ParseKeyHeader(h http.Header, name string) (string, error) {
 	lines := h[name]
 	switch {

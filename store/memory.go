@@ -53,8 +53,9 @@ func WithMaxRecords(n int) MemoryOption {
 
 // WithMaxBytes caps the bytes of stored responses (key, fingerprint, header
 // and body of each completed record, and the decoded copies kept for
-// replay); a response over the cap is not stored. The memory held may reach
-// about twice the cap (see arena). Defaults to 256 MiB; n must be positive.
+// replay); a response over the cap is not stored. The chunks holding them
+// may reach twice the cap, plus a little per slot (see arena). Defaults to
+// 256 MiB; n must be positive.
 func WithMaxBytes(n int) MemoryOption {
 	if n <= 0 {
 		panic("store: WithMaxBytes expects n > 0")
