@@ -1,5 +1,4 @@
-// Package keywatch keeps a store's watches of keys in flight: a key's
-// watchers share one channel, which a wake-up closes.
+// Package keywatch keeps a store's watches of keys in flight.
 package keywatch
 
 import (
@@ -13,13 +12,13 @@ type Set struct {
 	keys map[string]*Watch
 }
 
-// Watch is what the watchers of one key share.
+// Watch is the channel the watchers of one key share.
 type Watch struct {
 	changed  chan struct{}
 	watchers int
 }
 
-// Changed returns the channel that the wake-up of w closes.
+// Changed returns the channel a wake-up closes.
 func (w *Watch) Changed() <-chan struct{} { return w.changed }
 
 // Add adds a watcher of key and returns the key's watch.
