@@ -1,11 +1,8 @@
 // Package pgstore keeps idempotency records in a PostgreSQL table through a
-// pgx v5 connection pool: one row per key, keyed by the 32 bytes of
-// store.HashKey. Each operation is one statement, and every expiry is taken
-// on the database's clock. A claim never waits for a transaction holding
-// the key: it tries the key's advisory lock first, so every process using
-// the table must run a version of this package that does. NewTx returns the
-// transactional mode (store.TxStore); both modes are store.Watchers, woken
-// by NOTIFY. Call Migrate at start-up; docs/postgres.md is the manual.
+// pgx v5 pool, one row per key, every expiry on the database's clock. A
+// claim never waits for a transaction holding the key: it tries the key's
+// advisory lock first. NewTx returns the transactional mode; both modes are
+// store.Watchers. Call Migrate at start-up; docs/postgres.md is the manual.
 package pgstore
 
 import (

@@ -50,10 +50,9 @@ const sweepBatch = 1000
 var sweepTx = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 
 // DeleteExpired removes up to batch (at least 1) expired rows and returns
-// how many; fewer than batch means none were left that it could lock. An
-// in-flight row is kept for the abandoned retention after its lease ended
-// (see WithAbandonedRetention). Any number of callers may run it at once on
-// one table: each skips the rows the others hold, and none waits.
+// how many; fewer means none were left that it could lock. In-flight rows
+// are kept for the abandoned retention. Callers running it at once skip
+// each other's rows, and none waits.
 func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 	if batch < 1 {
 		return 0, errors.New("pgstore: DeleteExpired expects batch >= 1")
@@ -77,9 +76,8 @@ func (s *Store) deleteExpiredIn(ctx context.Context, batch int, from, to int64) 
 
 // StartSweeper removes expired rows at once and then every interval (0
 // means DefaultSweepInterval) until ctx is done; the channel returned is
-// closed when it has stopped. Each round reads the table once, so it clears
-// any backlog. Errors are logged (see WithLogger). Every worker may run its
-// own sweeper on the same table.
+// closed when it has stopped. Each round reads the whole table. Errors are
+// logged. Every worker may run its own sweeper on the same table.
 func (s *Store) StartSweeper(ctx context.Context, interval time.Duration) <-chan struct{} {
 	return sweeper.Start(ctx, "pgstore", interval, DefaultSweepInterval, s.sweep)
 }
