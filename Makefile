@@ -1,6 +1,8 @@
 # make services: start what the tests need and print its variables (see .ci/services).
-# make test:     gofmt, go mod tidy, go vet, staticcheck, the race-enabled
-#                tests against the real services, and brief fuzz runs.
+# make test:     gofmt, the release's dry run, then for each module on its own
+#                (GOWORK=off): go mod tidy, go vet, staticcheck and the
+#                race-enabled tests against the real services; last, brief fuzz runs.
+# make release VERSION=v0.1.0: tags every module in lockstep (.ci/release).
 # make bench:    every benchmark six times into .bench/new.txt, compared by
 #                benchstat with the previous run, then the middleware's
 #                targets (.ci/bench-middleware), the waiting duplicates'
@@ -27,7 +29,10 @@ FUZZ_KEYS := 100000x
 FUZZ_RECORDER := 4000x
 FUZZ_CANONICAL := 100000x
 
-.PHONY: services test bench
+# The modules, each a folder with its go.mod; "." is the root module.
+MODULES := . store_redis store_postgres store_sqlite otelidempotency example
+
+.PHONY: services test bench release $(addprefix check/,$(MODULES))
 
 services:
 	.ci/services
@@ -35,18 +40,27 @@ services:
 test:
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt -l lists:"; echo "$$unformatted"; exit 1; fi
-	go mod tidy -diff
-	go vet ./...
-	go run $(STATICCHECK) ./...
-	$(WITH_SERVICES) go test -race -count=1 -timeout=30m ./...
+	.ci/release v0.0.0-dry.run --dry-run
+	$(WITH_SERVICES) $(MAKE) --no-print-directory --output-sync=target -j3 \
+		$(foreach v,$(SERVICE_VARS),$(v)="$$$(v)") $(addprefix check/,$(MODULES))
 	go test -run='^$$' -fuzz='^FuzzParseKey$$' -fuzztime=$(FUZZ_KEYS) ./httpx
 	go test -run='^$$' -fuzz='^FuzzRecorder$$' -fuzztime=$(FUZZ_RECORDER) ./httpx
 	go test -run='^$$' -fuzz='^FuzzCanonicalJSON$$' -fuzztime=$(FUZZ_CANONICAL) ./internal/canonjson
 
+# check/DIR: the module in DIR on its own, without the workspace.
+$(addprefix check/,$(MODULES)): check/%:
+	cd $* && GOWORK=off go mod tidy -diff
+	cd $* && GOWORK=off go vet ./...
+	cd $* && GOWORK=off go run $(STATICCHECK) ./...
+	cd $* && GOWORK=off go test -race -count=1 -timeout=30m ./...
+
+release:
+	.ci/release $(VERSION)
+
 bench:
 	mkdir -p .bench
 	if [ -f .bench/new.txt ]; then mv .bench/new.txt .bench/old.txt; fi
-	$(WITH_SERVICES) go test -run='^$$' -bench=. -benchmem -count=6 ./... | tee .bench/new.txt
+	$(WITH_SERVICES) for m in $(MODULES); do (cd $$m && go test -run='^$$' -bench=. -benchmem -count=6 ./...); done | tee .bench/new.txt
 	if [ -f .bench/old.txt ]; then \
 		go run $(BENCHSTAT) .bench/old.txt .bench/new.txt; \
 	else \

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/seed43327c4c/idempotency"
-	"github.com/seed43327c4c/idempotency/internal/servetest"
+	"github.com/seed43327c4c/idempotency/idempotencytest"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -25,16 +25,16 @@ import (
 // the store keeps every record of the run.
 func BenchmarkMiddleware(b *testing.B) {
 	b.Run("bare", func(b *testing.B) {
-		servetest.ServeKeys(b, servetest.EchoJSON, servetest.NewKey)
+		idempotencytest.ServeKeys(b, idempotencytest.EchoJSON, idempotencytest.NewKey)
 	})
 	b.Run("first", func(b *testing.B) {
-		servetest.ServeKeys(b, servetest.Steady(servetest.EchoJSON), servetest.NewKey)
+		idempotencytest.ServeKeys(b, idempotencytest.Steady(idempotencytest.EchoJSON), idempotencytest.NewKey)
 	})
 	b.Run("replay", func(b *testing.B) {
 		const replayed = 1000
-		mw := idempotency.New()(servetest.EchoJSON)
-		mw.ServeHTTP(httptest.NewRecorder(), servetest.Request(replayed))
-		servetest.ServeKeys(b, mw, func(int) int { return replayed })
+		mw := idempotency.New()(idempotencytest.EchoJSON)
+		mw.ServeHTTP(httptest.NewRecorder(), idempotencytest.Request(replayed))
+		idempotencytest.ServeKeys(b, mw, func(int) int { return replayed })
 	})
 }
 
@@ -49,19 +49,19 @@ func BenchmarkFirstParts(b *testing.B) {
 	sameFingerprint := idempotency.WithFingerprint(func(*http.Request, []byte) string { return "same" })
 	b.Run("growing", func(b *testing.B) {
 		roomForAll := store.NewMemory(store.WithMaxRecords(b.N+1), store.WithMaxBytes(math.MaxInt))
-		servetest.ServeKeys(b, idempotency.New(idempotency.WithStore(roomForAll))(servetest.EchoJSON), servetest.NewKey)
+		idempotencytest.ServeKeys(b, idempotency.New(idempotency.WithStore(roomForAll))(idempotencytest.EchoJSON), idempotencytest.NewKey)
 	})
 	b.Run("discard", func(b *testing.B) {
-		servetest.ServeKeys(b, idempotency.New(idempotency.WithStore(discard{}))(servetest.EchoJSON), servetest.NewKey)
+		idempotencytest.ServeKeys(b, idempotency.New(idempotency.WithStore(discard{}))(idempotencytest.EchoJSON), idempotencytest.NewKey)
 	})
 	b.Run("discard-unhashed", func(b *testing.B) {
-		servetest.ServeKeys(b, idempotency.New(idempotency.WithStore(discard{}), sameFingerprint)(servetest.EchoJSON), servetest.NewKey)
+		idempotencytest.ServeKeys(b, idempotency.New(idempotency.WithStore(discard{}), sameFingerprint)(idempotencytest.EchoJSON), idempotencytest.NewKey)
 	})
 	b.Run("memory-unhashed", func(b *testing.B) {
-		servetest.ServeKeys(b, servetest.Steady(servetest.EchoJSON, sameFingerprint), servetest.NewKey)
+		idempotencytest.ServeKeys(b, idempotencytest.Steady(idempotencytest.EchoJSON, sameFingerprint), idempotencytest.NewKey)
 	})
 	b.Run("floor", func(b *testing.B) {
-		servetest.ServeKeys(b, keepBodies(servetest.EchoJSON), servetest.NewKey)
+		idempotencytest.ServeKeys(b, keepBodies(idempotencytest.EchoJSON), idempotencytest.NewKey)
 	})
 }
 

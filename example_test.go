@@ -6,8 +6,6 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/seed43327c4c/idempotency"
 )
 
@@ -15,13 +13,13 @@ import (
 // answered from the store, and the payment is made once.
 func ExampleNew() {
 	charges := 0
-	r := chi.NewRouter()
-	r.With(idempotency.New(idempotency.WithKeyRequired())).Post("/payments",
-		func(w http.ResponseWriter, r *http.Request) {
-			charges++
-			w.WriteHeader(http.StatusCreated)
-			fmt.Fprintf(w, `{"charge":%d}`, charges)
-		})
+	pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		charges++
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"charge":%d}`, charges)
+	})
+	r := http.NewServeMux()
+	r.Handle("POST /payments", idempotency.New(idempotency.WithKeyRequired())(pay))
 
 	for range 2 {
 		req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))

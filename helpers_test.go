@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
-	"github.com/seed43327c4c/idempotency/internal/servetest"
+	"github.com/seed43327c4c/idempotency/idempotencytest"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -49,8 +49,8 @@ func (h *paymentHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serve and post send one request through a handler and return its
-// response (servetest.Serve, servetest.Post).
-var serve, post = servetest.Serve, servetest.Post
+// response (idempotencytest.Serve, idempotencytest.Post).
+var serve, post = idempotencytest.Serve, idempotencytest.Post
 
 func postTo(t *testing.T, url, key, body string) *http.Response {
 	t.Helper()

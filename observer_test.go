@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
-	"github.com/seed43327c4c/idempotency/internal/servetest"
+	"github.com/seed43327c4c/idempotency/idempotencytest"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -399,9 +399,9 @@ func TestObserverAllocations(t *testing.T) {
 		n := 0
 		first = meanAllocs(runs, func() {
 			n++
-			mw.ServeHTTP(httptest.NewRecorder(), servetest.Request(n))
+			mw.ServeHTTP(httptest.NewRecorder(), idempotencytest.Request(n))
 		})
-		replay = meanAllocs(runs, func() { mw.ServeHTTP(httptest.NewRecorder(), servetest.Request(1)) })
+		replay = meanAllocs(runs, func() { mw.ServeHTTP(httptest.NewRecorder(), idempotencytest.Request(1)) })
 		return first, replay
 	}
 	nop := idempotency.WithObserver(idempotency.Observer{

@@ -6,42 +6,31 @@ import (
 	"strings"
 )
 
-// KeyHeader is the request header that carries the idempotency key unless
-// the application names another, in its canonical form.
+// KeyHeader is the default request header carrying the idempotency key.
 const KeyHeader = "Idempotency-Key"
 
 // MaxKeyLen is the longest key ParseKey accepts, in bytes, after unquoting.
 const MaxKeyLen = 255
 
-// Errors returned by ParseKey and ParseKeyHeader. Their messages name the
-// problem without echoing the client's input, so they are safe to show to
-// a client.
+// Errors returned by ParseKey and ParseKeyHeader; their messages echo no
+// client input, so they are safe to show to a client.
 var (
-	// ErrKeyMissing means the request has no key header line.
-	ErrKeyMissing = errors.New("missing Idempotency-Key header")
-	// ErrKeyMultiple means the request has two or more key header lines.
+	ErrKeyMissing  = errors.New("missing Idempotency-Key header")
 	ErrKeyMultiple = errors.New("more than one Idempotency-Key header")
-	// ErrKeyInvalid means the key header is present once but its value is
-	// not a valid key.
-	ErrKeyInvalid = errors.New("malformed Idempotency-Key header")
+	ErrKeyInvalid  = errors.New("malformed Idempotency-Key header")
 )
 
-// ParseKey returns the idempotency key from the one Idempotency-Key line in
-// h, as ParseKeyHeader does for a header of another name.
+// ParseKey is ParseKeyHeader for the Idempotency-Key header.
 func ParseKey(h http.Header) (string, error) {
 	return ParseKeyHeader(h, KeyHeader)
 }
 
 // ParseKeyHeader returns the idempotency key from the one line of the
-// header name (in canonical form, as http.CanonicalHeaderKey gives it) in
-// h: ErrKeyMissing without one, ErrKeyMultiple with several, ErrKeyInvalid
-// for a malformed value. Spaces and tabs around the value are trimmed. The
-// value is either bare (abc-123, as Stripe clients send it: 1..255 bytes of
-// visible ASCII, 0x21..0x7E) or an RFC 8941 string ("abc-123", as the IETF
-// draft specifies; any value starting with a double quote): between the
-// quotes 0x20..0x7E, with \" and \\ the only escapes and nothing after the
-// closing quote; the unescaped key must be 1..255 bytes. Both forms name
-// the same key. A valid key without escapes is returned without allocating.
+// header name (canonical) in h, or ErrKeyMissing, ErrKeyMultiple or
+// ErrKeyInvalid. The trimmed value is either bare (1..MaxKeyLen bytes of
+// 0x21..0x7E) or an RFC 8941 string ("abc": 0x20..0x7E, \" and \\ the only
+// escapes, nothing after the closing quote, unescaped to 1..MaxKeyLen
+// bytes); both forms name the same key.
 func ParseKeyHeader(h http.Header, name string) (string, error) {
 	lines := h[name]
 	switch {
@@ -65,8 +54,8 @@ func ParseKeyHeader(h http.Header, name string) (string, error) {
 	return v, nil
 }
 
-// parseQuotedKey parses v, which starts with a double quote, as an RFC 8941
-// sf-string that must end at the end of v, and returns its unescaped content.
+// parseQuotedKey returns the content of v, an RFC 8941 sf-string ending at
+// the end of v, unescaped.
 func parseQuotedKey(v string) (string, error) {
 	escapes := 0
 	i := 1
@@ -87,7 +76,6 @@ func parseQuotedKey(v string) (string, error) {
 			return "", ErrKeyInvalid
 		}
 	}
-	// i is at the closing quote, which must be the last byte.
 	if i != len(v)-1 {
 		return "", ErrKeyInvalid
 	}

@@ -9,29 +9,20 @@ import (
 // Problem is an RFC 9457 problem details object, the body of every error
 // response the middleware writes itself.
 type Problem struct {
-	// Type is a URI naming the kind of problem, stable per case. Empty is
-	// written as "about:blank", the RFC 9457 default.
+	// Type is a URI naming the kind of problem; empty is "about:blank".
 	Type string `json:"type"`
-	// Title is a short, constant summary for humans. Empty is written as the
-	// status text of Status.
+	// Title is a constant summary; empty is Status's status text.
 	Title string `json:"title"`
-	// Status is the HTTP status code, 400..599. Anything else is written, in
-	// the header and the body, as 500.
+	// Status is 400..599; anything else is written as 500.
 	Status int `json:"status"`
-	// Detail explains this occurrence to the client. It must never carry
-	// internal error text. Omitted from the body when empty.
+	// Detail explains this occurrence; never internal error text.
 	Detail string `json:"detail,omitempty"`
 }
 
-// WriteProblem writes p as an application/problem+json response: it removes
-// the headers set before that describe some other content (ETag,
-// Last-Modified, Content-Encoding, which would make the JSON unreadable,
-// and the others otherContent lists), sets Content-Type, Content-Length,
-// Cache-Control: no-store and X-Content-Type-Options: nosniff, then writes
-// the status and the JSON body, ended by a newline as a terminal or a log
-// line wants it. It never panics: a status outside 400..599 is written as
-// 500. Other headers already set on w, such as Retry-After, are sent as
-// they are.
+// WriteProblem writes p as an application/problem+json response, with
+// Cache-Control: no-store and X-Content-Type-Options: nosniff. It removes
+// headers set before that describe other content (ETag, Content-Encoding,
+// ...) and keeps the others, such as Retry-After.
 func WriteProblem(w http.ResponseWriter, p Problem) {
 	if p.Status < 400 || p.Status > 599 {
 		p.Status = http.StatusInternalServerError
@@ -58,7 +49,7 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 }
 
 // otherContent are the headers that describe a representation other than
-// the problem's, removed before it is written.
+// the problem's.
 var otherContent = []string{
 	"ETag", "Last-Modified", "Content-Encoding", "Content-Range", "Content-Disposition",
 	"Content-Language", "Content-Location", "Content-Digest", "Content-MD5", "Repr-Digest", "Digest",

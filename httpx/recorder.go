@@ -12,47 +12,38 @@ import (
 // Recorder wraps an http.ResponseWriter, passes everything a handler writes
 // through to it unchanged, and records the status, the headers as they
 // were when the status was written, and a copy of the body up to a limit.
-//   - The first final status (200 or above, or 101) wins; later ones are
-//     neither recorded nor passed on; other 1xx codes pass through. Write,
-//     a ReadFrom that yields a byte, and Flush imply 200, as in net/http.
-//   - Every body byte reaches the client; past limit the copy is dropped
-//     and Overflowed reports true.
-//   - A flush, a hijack, a failed or short write, an overflow, or trailers
-//     the handler adds make the response not replayable (Replayable).
-//
-// Unwrap returns the wrapped writer, for http.ResponseController. Memory
-// is reused after Release. One goroutine at a time uses a Recorder.
+// The first final status (200 or above, or 101) wins; later ones are
+// neither recorded nor passed on; other 1xx codes pass through. Write,
+// ReadFrom and Flush imply 200, as in net/http. A Recorder is not safe for
+// concurrent use.
 type Recorder struct {
 	w     http.ResponseWriter
 	limit int
 
 	status     int
 	header     http.Header
-	snap       *snapshot // the memory header lies in, until Release
+	snap       *snapshot
 	body       []byte
-	bodyBuf    *[]byte // the pooled buffer body lies in, until Release
+	bodyBuf    *[]byte // pooled, until Release
 	written    int64
 	overflowed bool
 	flushed    bool
 	hijacked   bool
-	cutShort   bool // a body write failed or was short
-	head       bool // the response to a HEAD request: no body reaches the client
+	cutShort   bool
+	head       bool
 
-	outerTrailers []string // trailers set on w before the handler ran
+	outerTrailers []string // set on w before the handler ran
 }
 
-// NewRecorder returns a Recorder that passes everything through to w and
-// keeps a copy of at most limit body bytes. A limit of zero or less keeps no
-// copy: the first body byte overflows it. Nothing is allocated for the body
-// until the handler writes it.
+// NewRecorder returns a Recorder for w that keeps a copy of at most limit
+// body bytes (none if limit <= 0).
 func NewRecorder(w http.ResponseWriter, limit int) *Recorder {
 	r := &Recorder{}
 	r.Reset(w, limit)
 	return r
 }
 
-// Reset makes r a new Recorder for w, as NewRecorder(w, limit) returns, so
-// that a Recorder can live inside a larger per-request struct.
+// Reset makes r a new Recorder, as NewRecorder(w, limit) returns.
 func (r *Recorder) Reset(w http.ResponseWriter, limit int) {
 	h := w.Header()
 	*r = Recorder{w: w, limit: max(limit, 0), outerTrailers: trailerNames(h, h)}
@@ -63,55 +54,46 @@ func (r *Recorder) Header() http.Header {
 	return r.w.Header()
 }
 
-// WriteHeader passes code on and records it as the status if it is the first
-// final code. See Recorder for the rules on 1xx codes and repeated calls.
-// After a hijack the call is passed on (net/http then reports the misuse) and
-// nothing is recorded.
+// WriteHeader passes code on and records it if it is the first final code.
 func (r *Recorder) WriteHeader(code int) {
 	switch {
 	case r.hijacked:
 		r.w.WriteHeader(code)
 	case r.status != 0:
-		// Already written: net/http would ignore it and log a superfluous
-		// call; ignoring it here keeps the recorded status what the client saw.
+		// net/http would ignore it too; the recorded status stays what the
+		// client saw.
 	case code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols:
 		r.w.WriteHeader(code)
 	default:
 		snap := takeSnapshot(r.w.Header())
-		// The wrapped writer panics on an invalid code; record only a code
-		// it accepted.
+		// Recorded after the wrapped writer accepted it (it panics on an
+		// invalid code).
 		r.w.WriteHeader(code)
 		r.status, r.header, r.snap = code, snap.header, snap
 	}
 }
 
-// implicitOK writes the status 200 if no status was written, as net/http
-// does before the first body byte or flush of a connection not hijacked.
 func (r *Recorder) implicitOK() {
 	if r.status == 0 && !r.hijacked {
 		r.WriteHeader(http.StatusOK)
 	}
 }
 
-// Write writes p to the client, writing the status 200 first if no status
-// was written, and keeps a copy of the bytes the wrapped writer accepted
-// while the body stays within the limit.
+// Write writes p to the client and keeps a copy of what was accepted.
 func (r *Recorder) Write(p []byte) (int, error) {
 	r.implicitOK()
 	n, err := r.w.Write(p)
 	r.record(p[:n])
 	if (err != nil || n < len(p)) && !errors.Is(err, http.ErrBodyNotAllowed) && !r.head {
-		// A body for a 204 or 304 is refused, not cut short: the client
-		// got the whole response, which has no body. So does the client of
-		// a HEAD request, whatever the writer says of its body.
+		// A refused body (204, 304) or a HEAD response's is not cut
+		// short: the client got the whole response, which has no body.
 		r.cutShort = true
 	}
 	return n, err
 }
 
-// record counts p as written and keeps a copy of it, or stops keeping
-// once the body exceeds the limit. The copy kept until then stays where
-// it is until Release, for a Body taken before.
+// record counts p as written and copies it until the body exceeds the
+// limit; the copy stays until Release, for a Body taken before.
 func (r *Recorder) record(p []byte) {
 	r.written += int64(len(p))
 	if r.overflowed || len(p) == 0 {
@@ -128,36 +110,26 @@ func (r *Recorder) record(p []byte) {
 	r.body = append(r.body, p...)
 }
 
-// maxPooledBody is the largest body buffer kept for reuse: a rare large
-// response does not pin its memory in the pool.
 const maxPooledBody = 64 << 10
 
-// bodyBuffers holds the body buffers (*[]byte) of Released Recorders.
 var bodyBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
-// releaseBody drops the kept body, handing its buffer back to the pool
-// unless it grew too large to be worth keeping.
 func (r *Recorder) releaseBody() {
 	if r.bodyBuf != nil && cap(r.body) <= maxPooledBody {
-		*r.bodyBuf = r.body // with the room it grew to
+		*r.bodyBuf = r.body
 		bodyBuffers.Put(r.bodyBuf)
 	}
 	r.body, r.bodyBuf = nil, nil
 }
 
-// copyBufs holds the buffers ReadFrom copies through while capturing.
 var copyBufs = sync.Pool{New: func() any {
 	b := make([]byte, 32<<10)
 	return &b
 }}
 
-// ReadFrom copies src to the client and returns the number of bytes copied.
-// While the body is still being kept, the bytes go through Write so the copy
-// stays exact, and the status 200 is implied only by the first byte, so a
-// handler whose source fails at once may still answer 502. Once the body has
-// overflowed the limit, the rest is handed to the wrapped writer's
-// io.ReaderFrom when it has one, so net/http can still use sendfile for
-// large bodies.
+// ReadFrom copies src to the client; the first byte implies the status 200.
+// Past the limit the rest goes to the wrapped writer's io.ReaderFrom, so
+// net/http can still use sendfile.
 func (r *Recorder) ReadFrom(src io.Reader) (int64, error) {
 	var total int64
 	if !r.overflowed {
@@ -176,8 +148,8 @@ func (r *Recorder) ReadFrom(src io.Reader) (int64, error) {
 	return total + n, err
 }
 
-// copyCapturing copies src through Write until src ends (done), an error
-// occurs, or, while capturing, the body overflows the limit.
+// copyCapturing copies src through Write until src ends (done), an error,
+// or an overflow.
 func (r *Recorder) copyCapturing(src io.Reader) (n int64, done bool, err error) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
@@ -207,19 +179,14 @@ func (r *Recorder) copyCapturing(src io.Reader) (n int64, done bool, err error) 
 	}
 }
 
-// Flush flushes the response to the client, as FlushError does. A wrapped
-// writer that cannot flush makes it a no-op, never a panic.
+// Flush is FlushError without its error.
 func (r *Recorder) Flush() {
 	_ = r.FlushError()
 }
 
 // FlushError flushes the wrapped writer through http.ResponseController,
-// writing the status 200 first if none was written. A wrapped writer that
-// cannot flush (no writer along its Unwrap chain has a Flush or FlushError
-// method) makes it a no-op that returns an error wrapping
-// http.ErrNotSupported, and leaves the status to the handler. Unless that
-// error is returned, the response is marked flushed: the client may have
-// seen part of it before the handler finished.
+// implying 200, and marks the response flushed. A writer that cannot flush
+// makes it a no-op returning an error wrapping http.ErrNotSupported.
 func (r *Recorder) FlushError() error {
 	if canFlush(r.w) {
 		r.implicitOK()
@@ -231,11 +198,8 @@ func (r *Recorder) FlushError() error {
 	return err
 }
 
-// canFlush reports whether http.ResponseController can flush w: w, or a
-// writer its Unwrap chain reaches first, has a FlushError or Flush method.
-// A Recorder (the middleware applied twice) can flush if the writer it
-// wraps can. Another writer whose Flush method cannot flush what is under
-// it is not detected.
+// canFlush reports whether http.ResponseController can flush w. A Recorder
+// (the middleware applied twice) can if the writer it wraps can.
 func canFlush(w http.ResponseWriter) bool {
 	for {
 		switch t := w.(type) {
@@ -251,9 +215,8 @@ func canFlush(w http.ResponseWriter) bool {
 	}
 }
 
-// Hijack takes over the connection through http.ResponseController. On
-// success the response is marked hijacked; otherwise the error is returned,
-// wrapping http.ErrNotSupported when the wrapped writer cannot hijack.
+// Hijack takes over the connection through http.ResponseController, and
+// marks the response hijacked.
 func (r *Recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, rw, err := http.NewResponseController(r.w).Hijack()
 	if err != nil {
@@ -274,18 +237,13 @@ func (r *Recorder) Status() int {
 }
 
 // HeaderSnapshot returns the headers as they were when the status was
-// written, or nil if no status has been written or the snapshot was
-// released. The map is the Recorder's own, valid until Release; the caller
-// may change it.
+// written, or nil; the caller may change the map until Release.
 func (r *Recorder) HeaderSnapshot() http.Header {
 	return r.header
 }
 
-// Release hands the memory of the header snapshot and of the body's copy
-// back, for later Recorders to reuse: HeaderSnapshot and Body then return
-// nil, and a map or slice they returned before must no longer be used. Call
-// it once done with the record. A Recorder never released costs nothing but
-// the garbage collector's work.
+// Release hands the header snapshot and the body's copy back for reuse: a
+// map or slice HeaderSnapshot or Body returned must no longer be used.
 func (r *Recorder) Release() {
 	if r.snap != nil {
 		r.snap.release()
@@ -294,10 +252,8 @@ func (r *Recorder) Release() {
 	r.releaseBody()
 }
 
-// Body returns the kept copy of the body: every byte written while the body
-// stayed within the limit, or nil once it overflowed. The slice is the
-// Recorder's own and must not be modified; it stays valid after the handler
-// returns, until Release.
+// Body returns the kept copy of the body, or nil once it overflowed. It is
+// read-only and valid until Release.
 func (r *Recorder) Body() []byte {
 	if r.overflowed {
 		return nil
@@ -310,14 +266,12 @@ func (r *Recorder) Written() int64 {
 	return r.written
 }
 
-// Overflowed reports whether the body grew beyond the limit, so that no
-// complete copy was kept.
+// Overflowed reports whether the body grew beyond the limit.
 func (r *Recorder) Overflowed() bool {
 	return r.overflowed
 }
 
-// Flushed reports whether the response was flushed to the client before the
-// handler finished.
+// Flushed reports whether the response was flushed.
 func (r *Recorder) Flushed() bool {
 	return r.flushed
 }
@@ -327,36 +281,29 @@ func (r *Recorder) Hijacked() bool {
 	return r.hijacked
 }
 
-// ForHead marks the response as the answer to a HEAD request, whose body
-// never reaches the client: a failed body write then does not make it cut
-// short (HTTP/2 fails body writes once a HEAD response's headers are sent).
+// ForHead marks the response as the answer to a HEAD request: a failed body
+// write then does not make it cut short (HTTP/2 fails them).
 func (r *Recorder) ForHead() {
 	r.head = true
 }
 
-// CutShort reports whether a body write failed or the wrapped writer took
-// only part of it (the client hung up, or a timeout handler outside took
-// over the response): the kept body is not all the handler wrote.
+// CutShort reports whether a body write failed or was short.
 func (r *Recorder) CutShort() bool {
 	return r.cutShort
 }
 
-// Replayable reports whether the recorded status, header snapshot and body
-// are the complete response the handler wrote and the client was sent: it
-// was not flushed, hijacked, larger than the limit or cut short, its body
-// is not shorter than its Content-Length (net/http ends the connection
-// then), and the handler added no trailers. Call it once the handler has
-// returned: trailers may be set until then, and the body written.
+// Replayable reports whether the record is the complete response the
+// client was sent: not flushed, hijacked, overflowed or cut short, no
+// shorter than its Content-Length, and without trailers the handler added.
+// Call it once the handler has returned.
 func (r *Recorder) Replayable() bool {
 	return !r.overflowed && !r.flushed && !r.hijacked && !r.cutShort &&
 		(r.head || !shortOfDeclared(max(r.status, http.StatusOK), r.SentHeader(), r.written)) &&
 		!addsTrailers(r.outerTrailers, r.SentHeader(), r.Header())
 }
 
-// SentHeader returns the headers the client is sent, as Held's does: the
-// snapshot taken when the status was written or, if the handler wrote
-// nothing, the header map as it is (net/http sends it with the 200 it
-// implies). That map is the wrapped writer's own: copy it to keep it.
+// SentHeader returns the headers the client is sent: the snapshot or, if
+// the handler wrote nothing, the wrapped writer's own map.
 func (r *Recorder) SentHeader() http.Header {
 	if r.status == 0 {
 		return r.Header()

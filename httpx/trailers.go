@@ -6,12 +6,9 @@ import (
 	"strings"
 )
 
-// trailerNames returns the names of the trailers a response has, in
-// canonical form: those sent, the header it was sent with, declares in its
-// Trailer header, and those final, the header map as its handler left it,
-// holds under http.TrailerPrefix. net/http sends both kinds after the body,
-// from the values final holds. It returns nil, allocating nothing, for a
-// response without trailers.
+// trailerNames returns, in canonical form, the trailers a response has:
+// those its sent header declares in Trailer, and those its final header
+// holds under http.TrailerPrefix. It allocates nothing when there are none.
 func trailerNames(sent, final http.Header) []string {
 	var names []string
 	for _, declared := range sent["Trailer"] {
@@ -29,9 +26,8 @@ func trailerNames(sent, final http.Header) []string {
 	return names
 }
 
-// addsTrailers reports whether a response has a trailer (see trailerNames)
-// beyond outer, those it had before its handler ran: set by a middleware
-// outside, which sets them again on a replay.
+// addsTrailers reports whether a response has a trailer beyond outer, those
+// set by a middleware outside, which sets them again on a replay.
 func addsTrailers(outer []string, sent, final http.Header) bool {
 	for _, name := range trailerNames(sent, final) {
 		if !slices.Contains(outer, name) {

@@ -7,7 +7,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/seed43327c4c/idempotency"
-	"github.com/seed43327c4c/idempotency/internal/servetest"
+	"github.com/seed43327c4c/idempotency/idempotencytest"
 	"github.com/seed43327c4c/idempotency/otelidempotency"
 )
 
@@ -26,12 +26,12 @@ func BenchmarkObserver(b *testing.B) {
 		opts []idempotency.Option
 	}{{"bare", nil}, {"otel", []idempotency.Option{observed}}} {
 		b.Run("first/"+bench.name, func(b *testing.B) {
-			servetest.ServeKeys(b, servetest.Steady(servetest.EchoJSON, bench.opts...), servetest.NewKey)
+			idempotencytest.ServeKeys(b, idempotencytest.Steady(idempotencytest.EchoJSON, bench.opts...), idempotencytest.NewKey)
 		})
 		b.Run("replay/"+bench.name, func(b *testing.B) {
-			mw := idempotency.New(bench.opts...)(servetest.EchoJSON)
-			mw.ServeHTTP(httptest.NewRecorder(), servetest.Request(-1))
-			servetest.ServeKeys(b, mw, func(int) int { return -1 })
+			mw := idempotency.New(bench.opts...)(idempotencytest.EchoJSON)
+			mw.ServeHTTP(httptest.NewRecorder(), idempotencytest.Request(-1))
+			idempotencytest.ServeKeys(b, mw, func(int) int { return -1 })
 		})
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/seed43327c4c/idempotency"
-	"github.com/seed43327c4c/idempotency/internal/servetest"
+	"github.com/seed43327c4c/idempotency/idempotencytest"
 	"github.com/seed43327c4c/idempotency/otelidempotency"
 	"github.com/seed43327c4c/idempotency/store"
 )
@@ -61,8 +61,8 @@ func counts(t *testing.T, reader *sdkmetric.ManualReader, name string, key attri
 }
 
 // post sends a POST /payments with key (none if "") and body through h
-// (servetest.Post).
-var post = servetest.Post
+// (idempotencytest.Post).
+var post = idempotencytest.Post
 
 // slowCreated answers 201 after sleeping for d.
 func slowCreated(d time.Duration) http.Handler {

@@ -7,51 +7,34 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seed43327c4c/idempotency/internal/keywatch"
+	"github.com/seed43327c4c/idempotency/store/keywatch"
 )
 
-// defaultMaxRecords is how many records a Memory store holds unless
-// WithMaxRecords says otherwise.
 const defaultMaxRecords = 100_000
 
-// defaultMaxBytes is how many bytes of stored responses a Memory store
-// holds unless WithMaxBytes says otherwise.
 const defaultMaxBytes = 256 << 20
 
-// never is a deadline later than any the store can reach.
 const never = time.Duration(math.MaxInt64)
 
-// Memory is a Store that keeps its records in this process's memory: the
-// middleware's default, with nothing to run, configure or close. It
-// protects one process only (several share SQLite on one host, Redis or
-// Postgres across hosts). Leases and retentions run on the process's
-// monotonic clock. A lapsed lease's owner may still renew, complete or
-// release its record until another Claim or a sweep takes it.
-//
-// The store is bounded. Expired records are swept, without a goroutine of
-// their own, before a new key is inserted; a store still full of live
-// records (WithMaxRecords) refuses a new key with ErrFull. A response that
-// does not fit in WithMaxBytes is not stored: its key is completed as done
-// but not replayable. Claim returns one decoded response to every
-// duplicate, which callers must treat as read-only. The context arguments
-// are unused. It is a Watcher: a caller waiting for a key in flight is
-// woken by the key's Complete or Release (see Watch). A Memory is safe for
-// concurrent use and must not be copied after first use.
+// Memory is a Store and Watcher that keeps its records in this process's
+// memory, on its monotonic clock: the middleware's default. A store full of
+// live records refuses a new key with ErrFull, and a response over
+// WithMaxBytes completes its key as done but not replayable. A lapsed
+// lease's owner may still renew, complete or release its record until
+// another Claim or a sweep takes it. It must not be copied after first use.
 type Memory struct {
 	mu       sync.Mutex
 	records  recordIndex
 	arena    arena // the data of completed records
 	max      int
-	bytes    int // counted against maxBytes (see memRecord.size), live or expired
+	bytes    int // counted against maxBytes, live or expired
 	maxBytes int
-	start    time.Time     // origin of the store's monotonic clock
+	start    time.Time
 	nextExp  time.Duration // no record expires before this instant
 	inserts  int           // new keys since the last sweep
-	fence    int64         // the last fencing number given, to any key
+	fence    int64         // the last fencing number given
 
-	// watches holds, by kept key, the watches of keys in flight (see
-	// Watch).
-	watches keywatch.Set
+	watches keywatch.Set // by kept key
 }
 
 var _ Watcher = (*Memory)(nil)
@@ -59,9 +42,8 @@ var _ Watcher = (*Memory)(nil)
 // MemoryOption configures a Memory store built by NewMemory.
 type MemoryOption func(*Memory)
 
-// WithMaxRecords caps the number of records the store holds, in flight or
-// done, including expired ones not yet swept. Defaults to 100000. It
-// panics if n is not positive.
+// WithMaxRecords caps the records the store holds, expired ones not yet
+// swept included. Defaults to 100000; n must be positive.
 func WithMaxRecords(n int) MemoryOption {
 	if n <= 0 {
 		panic("store: WithMaxRecords expects n > 0")
@@ -69,14 +51,11 @@ func WithMaxRecords(n int) MemoryOption {
 	return func(m *Memory) { m.max = n }
 }
 
-// WithMaxBytes caps the bytes of stored responses the store holds: each
-// completed record's key (64 bytes at most, see Memory), fingerprint,
-// header and body, and the decoded copies kept for replay. A response that
-// would go over the cap is not stored, and its key is completed as done but
-// not replayable. The chunks the responses lie in may hold up to twice
-// their bytes, plus 320 KiB and 64 bytes for each slot of the records'
-// slice (see Memory and arena). Defaults to 256 MiB. It panics if n is not
-// positive.
+// WithMaxBytes caps the bytes of stored responses (key, fingerprint, header
+// and body of each completed record, and the decoded copies kept for
+// replay); a response over the cap is not stored. The chunks holding them
+// may reach twice the cap, plus a little per slot (see arena). Defaults to
+// 256 MiB; n must be positive.
 func WithMaxBytes(n int) MemoryOption {
 	if n <= 0 {
 		panic("store: WithMaxBytes expects n > 0")
@@ -84,7 +63,7 @@ func WithMaxBytes(n int) MemoryOption {
 	return func(m *Memory) { m.maxBytes = n }
 }
 
-// NewMemory returns an empty in-memory store configured by opts.
+// NewMemory returns an empty Memory store.
 func NewMemory(opts ...MemoryOption) *Memory {
 	m := &Memory{
 		records:  newRecordIndex(),
@@ -100,15 +79,10 @@ func NewMemory(opts ...MemoryOption) *Memory {
 	return m
 }
 
-// Claim implements Store. A key that is missing (never claimed, released,
-// or swept) is claimed, and a record whose lease or retention has ended is
-// taken over in place. Either way the claim gets the next number of one
-// counter for the whole store, so fencing numbers only grow, even across a
-// release or a sweep. A live record in flight under token itself is
-// reported claimed again (see Store.Claim). Any other live record (a
-// duplicate's) is returned unchanged, without its owner's token and with
-// the stored response that every duplicate shares. Claim returns ErrFull
-// (wrapped) when a new key finds the store full of live records.
+// Claim implements Store. Fencing numbers come from one counter for the
+// whole store, so they only grow, across a release or a sweep too. Every
+// duplicate shares one decoded response. Claim returns ErrFull (wrapped)
+// when a new key finds the store full of live records.
 func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease time.Duration) (Record, bool, error) {
 	if token == "" {
 		return Record{}, false, ErrEmptyToken
@@ -125,8 +99,7 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 			return r.owned(now), true, nil
 		}
 		if r.decode() && m.bytes+r.decoded <= m.maxBytes {
-			// Kept for every later duplicate, and counted; a store at
-			// its byte cap decodes for each duplicate instead.
+			// A store at its byte cap decodes for each duplicate instead.
 			m.records.slots[i] = r
 			m.bytes += r.decoded
 		}
@@ -152,10 +125,7 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	return r.owned(now), true, nil
 }
 
-// Renew implements Store. It returns ErrNotOwner if key is missing,
-// completed, or in flight under another lease. The owner of an in-flight
-// record whose lease has ended but that nobody has taken over still holds
-// it, and may renew it.
+// Renew implements Store.
 func (m *Memory) Renew(_ context.Context, key string, owner Lease, lease time.Duration) error {
 	return m.withHeld(key, owner, func(i int32) {
 		r := &m.records.slots[i]
@@ -165,8 +135,7 @@ func (m *Memory) Renew(_ context.Context, key string, owner Lease, lease time.Du
 }
 
 // withHeld calls update, under the store's lock, with the slot of key's
-// record if owner holds it; otherwise it returns ErrNotOwner. The key is
-// put in its kept form (keptKey) before the lock is taken.
+// record if owner holds it; otherwise it returns ErrNotOwner.
 func (m *Memory) withHeld(key string, owner Lease, update func(i int32)) error {
 	key = keptKey(key)
 	m.mu.Lock()
@@ -179,16 +148,12 @@ func (m *Memory) withHeld(key string, owner Lease, update func(i int32)) error {
 	return nil
 }
 
-// Complete implements Store. It returns ErrNotOwner if key is missing,
-// completed by another lease, or in flight under another lease, and nil,
-// changing nothing, if owner completed it already. As with Renew, an owner
-// whose lease has ended may still complete the record while nobody has
-// taken it over. Header keys without values are not stored. A response
-// that does not fit under WithMaxBytes, even after a sweep, completes the
-// key as done but not replayable. Nothing of resp is kept: the record holds
-// copies.
+// Complete implements Store. It returns nil, changing nothing, if owner
+// completed the key already. A response that does not fit under
+// WithMaxBytes, even after a sweep, completes the key as done but not
+// replayable.
 func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Response, retention time.Duration) error {
-	var scratch [512]byte // holds a typical encoded header without allocating
+	var scratch [512]byte // a typical encoded header, not allocated
 	var header []byte
 	if resp != nil {
 		header = encodeHeader(scratch[:0], resp.Header)
@@ -207,8 +172,8 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	return nil
 }
 
-// complete completes the in-flight record in slot i, with resp and its
-// encoded header, or as not replayable if resp is nil or does not fit.
+// complete completes the in-flight record in slot i, as not replayable if
+// resp is nil or does not fit.
 func (m *Memory) complete(i int32, resp *Response, header []byte, retention time.Duration) {
 	r := m.records.slots[i]
 	done := r
@@ -219,9 +184,8 @@ func (m *Memory) complete(i int32, resp *Response, header []byte, retention time
 	}
 	done.expires = deadline(m.now(), retention)
 	if m.records.slots[i].state == 0 {
-		// fits swept, and the sweep removed the record, whose lease had
-		// ended; its owner has finished all the same, and the key must
-		// not run again.
+		// fits swept away the lapsed record; its owner has finished all
+		// the same, and the key must not run again.
 		m.records.insert(r.hash, done)
 	} else {
 		m.records.replace(i, done)
@@ -229,11 +193,7 @@ func (m *Memory) complete(i int32, resp *Response, header []byte, retention time
 	m.noteExpiry(done.expires)
 }
 
-// Release implements Store. It returns ErrNotOwner if key is missing,
-// completed, or in flight under another lease. As with Renew, an owner
-// whose lease has ended may still release the record while nobody has
-// taken it over. The key becomes missing; the next Claim of it gets a
-// higher fencing number all the same.
+// Release implements Store. The key becomes missing.
 func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
 	return m.withHeld(key, owner, func(i int32) {
 		m.wake(i)
@@ -242,15 +202,10 @@ func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
 	})
 }
 
-// maxKeptKey is the longest key a Memory store keeps as it is; see
-// keptKey.
 const maxKeptKey = 63
 
-// keptKey returns the form of key the store keeps: key itself if it is no
-// longer than maxKeptKey, else its HashKey, which is 64 bytes long, a
-// length no key kept as it is has, so the two forms never meet. A record
-// then holds at most 64 bytes of key however long the caller's is (the
-// middleware's keys hold the route as the client sent it).
+// keptKey returns key if it is at most maxKeptKey bytes, else its 64-byte
+// HashKey: a length no key kept as it is has, so the two never meet.
 func keptKey(key string) string {
 	if len(key) <= maxKeptKey {
 		return key
@@ -258,17 +213,13 @@ func keptKey(key string) string {
 	return HashKey(key)
 }
 
-// now reads the store's monotonic clock.
 func (m *Memory) now() time.Duration { return time.Since(m.start) }
 
-// noteExpiry keeps nextExp a lower bound of every record's expiry.
 func (m *Memory) noteExpiry(t time.Duration) { m.nextExp = min(m.nextExp, t) }
 
-// makeRoom is called before a new key is inserted. It sweeps when a record
-// may have expired and the store is either full or has taken in half its
-// size in new keys since the last sweep, so a sweep costs O(1) per insert
-// amortised, except in a full store (see Memory). It reports whether there
-// is room for one more record.
+// makeRoom reports whether a new key fits. It sweeps when a record may have
+// expired and the store is full or has taken in half its size in new keys
+// since the last sweep, so sweeping costs O(1) per insert amortised.
 func (m *Memory) makeRoom(now time.Duration) bool {
 	m.inserts++
 	n := m.records.len()
@@ -279,7 +230,7 @@ func (m *Memory) makeRoom(now time.Duration) bool {
 }
 
 // fits reports whether size more response bytes fit under the cap,
-// sweeping expired records first when that could make room.
+// sweeping first when that could make room.
 func (m *Memory) fits(size int) bool {
 	if m.bytes+size <= m.maxBytes {
 		return true
@@ -312,8 +263,7 @@ func (m *Memory) sweep(now time.Duration) {
 	m.compactIfWasteful()
 }
 
-// forget lets the record in slot i go, before it is removed or replaced:
-// its response bytes are no longer counted, and its data leaves the arena.
+// forget uncounts and frees the data of the record in slot i.
 func (m *Memory) forget(i int32) {
 	r := &m.records.slots[i]
 	m.bytes -= r.size()
@@ -322,9 +272,8 @@ func (m *Memory) forget(i int32) {
 	}
 }
 
-// compactIfWasteful compacts the arena when it holds too much for the
-// records in it (see arena): the data of every record in a chunk being
-// evacuated moves to another.
+// compactIfWasteful moves the data out of the chunks the arena evacuates,
+// when it holds too much for its records.
 func (m *Memory) compactIfWasteful() {
 	if !m.arena.wasteful(len(m.records.slots)) || !m.arena.startCompaction() {
 		return

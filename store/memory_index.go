@@ -2,27 +2,18 @@ package store
 
 import "hash/maphash"
 
-// recordIndex holds a Memory store's records and finds them by key. The
-// records live in one slice; a map takes a 32-bit hash of a key to the slot
-// of the first record with that hash, and records whose keys share a hash
-// are chained through their next slots. With 32 bits a map entry is 8
-// bytes, not 16: a store of many records has a map half the size, whose
-// lookup of a new key, which misses the processor's caches, misses them
-// less often (about 0.2 µs a first request on the development machine).
-// Keys share a hash once in about 2^32 / n for n records; their chain
-// costs a comparison of keys more. The map holds no pointers, so the
-// garbage collector never scans it; it scans the slice, whose slots have
-// four pointer fields, of which a completed record sets one (its data): a
-// store of many records costs each collection one pointer to follow per
-// record.
+// recordIndex holds a Memory store's records in one slice and finds them
+// by key: a map takes a key's 32-bit hash to the slot of the first record
+// with it, and records sharing a hash are chained through next. The map
+// holds no pointers, so the garbage collector never scans it, and 32-bit
+// hashes keep its entries at 8 bytes.
 type recordIndex struct {
 	hash  func(key string) uint32
-	first map[uint32]int32 // a key's hash: the slot of the first record with it
-	slots []memRecord      // records; a free slot is the zero memRecord
-	free  []int32          // free slots, to be reused before the slice grows
+	first map[uint32]int32
+	slots []memRecord // a free slot is the zero memRecord
+	free  []int32
 }
 
-// newRecordIndex returns an empty index hashing keys with a random seed.
 func newRecordIndex() recordIndex {
 	seed := maphash.MakeSeed()
 	return recordIndex{
@@ -31,7 +22,7 @@ func newRecordIndex() recordIndex {
 	}
 }
 
-// find returns the slot of key's record, whose key hashes to h, or -1.
+// find returns the slot of key's record, or -1.
 func (x *recordIndex) find(h uint32, key string) int32 {
 	i, ok := x.first[h]
 	if !ok {
@@ -45,7 +36,7 @@ func (x *recordIndex) find(h uint32, key string) int32 {
 	return -1
 }
 
-// insert adds r, the record of a key that hashes to h and has none yet.
+// insert adds r, the record of a key that has none yet.
 func (x *recordIndex) insert(h uint32, r memRecord) {
 	var i int32
 	if n := len(x.free); n > 0 {
@@ -62,13 +53,11 @@ func (x *recordIndex) insert(h uint32, r memRecord) {
 	x.first[h] = i
 }
 
-// replace puts r, a record of the same key, in slot i.
 func (x *recordIndex) replace(i int32, r memRecord) {
 	r.hash, r.next = x.slots[i].hash, x.slots[i].next
 	x.slots[i] = r
 }
 
-// remove deletes the record in slot i.
 func (x *recordIndex) remove(i int32) {
 	h, next := x.slots[i].hash, x.slots[i].next
 	if head := x.first[h]; head == i {
@@ -88,5 +77,4 @@ func (x *recordIndex) remove(i int32) {
 	x.free = append(x.free, i)
 }
 
-// len returns how many records the index holds: every slot not free.
 func (x *recordIndex) len() int { return len(x.slots) - len(x.free) }

@@ -12,68 +12,54 @@ import (
 )
 
 const (
-	// listenerLockTimeout bounds how long a watch waits for a completion
-	// holding its key's watch lock to commit (see watchLockSQL): a plain
-	// completion holds it for its commit, a transactional Commit for one
-	// round trip more. Past it the connection is made again.
+	// listenerLockTimeout bounds a watch's wait for a completion holding
+	// its key's watch lock to commit; past it the connection is made again.
 	listenerLockTimeout = "1s"
-	// listenerTimeout bounds making the listener's connection and each
-	// exchange on it; past it the connection is taken for dead.
+	// listenerTimeout bounds making the connection and each exchange on it.
 	listenerTimeout = 10 * time.Second
-	// firstBackoff and maxBackoff bound the wait before the listener makes
-	// its connection again after losing it: the first, doubled after each
-	// failure that follows.
+	// firstBackoff, doubled after each failure up to maxBackoff, is the
+	// wait before the connection is made again.
 	firstBackoff = 100 * time.Millisecond
 	maxBackoff   = 5 * time.Second
-	// listenerName is the listener's application_name unless the pool's
-	// configuration sets one.
 	listenerName = "pgstore listener"
 )
 
-// errListenerDown is what Watch returns while the listener's connection is
-// being made again.
 var errListenerDown = errors.New("the listening connection is down; poll")
 
-// listenerState is whether the listener serves watches.
 type listenerState int
 
 const (
-	listenerIdle       listenerState = iota // never started
-	listenerConnecting                      // making its first connection: watches wait for it
-	listenerUp                              // listening: watches are served
-	listenerDown                            // lost its connection, making it again: watches fail
-	listenerClosed                          // Close was called
+	listenerIdle       listenerState = iota
+	listenerConnecting               // making its first connection: watches wait for it
+	listenerUp
+	listenerDown // making its connection again: watches fail
+	listenerClosed
 )
 
 // listener is a store's listening connection and its watchers. One
-// goroutine (run) owns the connection: it LISTENs on the table's channel,
-// runs the watches' statements in turn, and otherwise waits for a
-// notification, which it dispatches to the watchers of the key named in
-// the payload. A watch queued while it waits interrupts the wait; a
-// notification arriving during a statement is kept by pgx for the next
-// wait. Any error on the connection ends it: its session's watch locks go
-// with it, so every watcher is woken, the queued watches fail, and the
-// connection is made again after a backoff.
+// goroutine (run) owns the connection: it runs the queued watches'
+// statements, and otherwise waits for notifications, which a queued watch
+// interrupts. Any error ends the connection, and its session's watch locks
+// with it, so every watcher is woken and the connection is made again.
 type listener struct {
 	s *Store
 
 	mu        sync.Mutex
 	state     listenerState
 	gen       uint64                         // counts connections made; the current one while up
-	pid       uint32                         // the current connection's backend, for tests
+	pid       uint32                         // for tests
 	queue     []*watch                       // watches whose statements have not run
-	unlocks   [][]byte                       // rows whose watch lock to release once on connection gen
-	watchers  map[string]map[*watch]struct{} // watches in flight, by payload
+	unlocks   [][]byte                       // watch locks to release once on connection gen
+	watchers  map[string]map[*watch]struct{} // by payload
 	interrupt context.CancelFunc             // ends the current wait for a notification
-	cancel    context.CancelFunc             // ends run
-	ended     chan struct{}                  // closed when run has returned
+	cancel    context.CancelFunc
+	ended     chan struct{}
 }
 
 func newListener(s *Store) *listener {
 	return &listener{s: s, watchers: make(map[string]map[*watch]struct{})}
 }
 
-// enqueue queues w's statements, starting the listener on the first call.
 func (l *listener) enqueue(w *watch) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -92,8 +78,7 @@ func (l *listener) enqueue(w *watch) error {
 	return nil
 }
 
-// stop ends w: it no longer waits, and its watch lock, if its connection
-// still holds it, is released by run.
+// stop ends w; run releases its watch lock.
 func (l *listener) stop(w *watch) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -111,15 +96,13 @@ func (l *listener) stop(w *watch) {
 	}
 }
 
-// wakeRun interrupts run's wait for a notification, if it waits, so that
-// it runs what was queued. l.mu is held.
+// wakeRun interrupts run's wait for a notification; l.mu is held.
 func (l *listener) wakeRun() {
 	if l.interrupt != nil {
 		l.interrupt()
 	}
 }
 
-// close ends run, if it was started, and waits for it.
 func (l *listener) close() {
 	l.mu.Lock()
 	started := l.state != listenerIdle && l.state != listenerClosed
@@ -131,8 +114,6 @@ func (l *listener) close() {
 	}
 }
 
-// run makes the listening connection and serves it, again after each
-// loss, until ctx ends.
 func (l *listener) run(ctx context.Context) {
 	defer close(l.ended)
 	backoff := firstBackoff
@@ -142,7 +123,7 @@ func (l *listener) run(ctx context.Context) {
 			backoff = firstBackoff
 			err = l.serve(ctx, conn)
 			closeCtx, cancel := context.WithTimeout(context.Background(), listenerTimeout)
-			_ = conn.Close(closeCtx) // the connection is done with either way
+			_ = conn.Close(closeCtx)
 			cancel()
 		}
 		l.lost(err)
@@ -160,18 +141,14 @@ func (l *listener) run(ctx context.Context) {
 	}
 }
 
-// connect makes a connection from the pool's configuration that listens
-// on the table's channel, and marks the listener up.
 func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, listenerTimeout)
 	defer cancel()
 	cfg := l.s.pool.Config().ConnConfig
 	cfg.OnNotification = nil // pgx keeps them for WaitForNotification
-	// A watch interrupts WaitForNotification by ending its context, and
-	// the connection's read deadline ends the wait at once, leaving the
-	// connection usable. A pool that sends a cancel request instead would
-	// make each interrupt last until its fallback deadline: an idle
-	// server ignores the request (or it cancels the next statement).
+	// A watch interrupts WaitForNotification by ending its context: the
+	// read deadline ends the wait at once and leaves the connection usable,
+	// where a cancel request would be ignored by an idle server.
 	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
 	}
@@ -189,8 +166,8 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The pool's own set-up (a search_path, say) applies here too, so that
-	// the table's name means the table the store's statements use.
+	// The pool's set-up (a search_path) applies, so the table's name means
+	// the same table.
 	if after := l.s.pool.Config().AfterConnect; after != nil {
 		err = after(ctx, conn)
 	}
@@ -211,8 +188,6 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// serve runs the queued statements on conn and dispatches its
-// notifications until an error, or ctx ending, ends it.
 func (l *listener) serve(ctx context.Context, conn *pgx.Conn) error {
 	for {
 		l.mu.Lock()
@@ -245,12 +220,10 @@ func (l *listener) serve(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
-// runQueued releases one hold of each of unlocks' watch locks, then
-// starts each of queue's watches on conn (connection gen), all in one
-// round trip: it takes the watch's lock, then reads whether its key is in
-// flight, and registers the watch or wakes it at once. Registering after
-// the read leaves no gap: a notification that arrived meanwhile waits in
-// pgx for the next WaitForNotification, which comes after.
+// runQueued releases unlocks' watch locks, then starts queue's watches, in
+// one round trip: each takes its lock, reads whether its key is in flight,
+// and is registered or woken. Registering after the read leaves no gap: a
+// notification that arrived meanwhile waits in pgx for the next wait.
 func (l *listener) runQueued(ctx context.Context, conn *pgx.Conn, gen uint64, queue []*watch, unlocks [][]byte) error {
 	ctx, cancel := context.WithTimeout(ctx, listenerTimeout)
 	defer cancel()
@@ -260,8 +233,7 @@ func (l *listener) runQueued(ctx context.Context, conn *pgx.Conn, gen uint64, qu
 	}
 	inFlight := make([]bool, len(queue))
 	for i, w := range queue {
-		// Statements of their own, so that each read's snapshot is taken
-		// after its lock (see watchLockSQL).
+		// Statements of their own: each read's snapshot follows its lock.
 		b.Queue(l.s.sql.watchLock, w.row)
 		b.Queue(l.s.sql.watchState, w.row, lockHash(w.row)).QueryRow(func(row pgx.Row) error { return row.Scan(&inFlight[i]) })
 	}
@@ -288,8 +260,6 @@ func (l *listener) runQueued(ctx context.Context, conn *pgx.Conn, gen uint64, qu
 	return nil
 }
 
-// dispatch wakes the watchers of the key whose notification's payload is
-// payload.
 func (l *listener) dispatch(payload string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -299,17 +269,14 @@ func (l *listener) dispatch(payload string) {
 	delete(l.watchers, payload)
 }
 
-// fail ends watches whose statements did not run with err.
 func (l *listener) fail(queue []*watch, err error) {
 	for _, w := range queue {
 		w.result <- err
 	}
 }
 
-// lost marks the listener down (unless it is closed) after its connection
-// ended with err, or failed to be made: every watcher is woken, since the
-// locks that marked them went with the session, and the queued watches
-// fail.
+// lost marks the listener down after its connection ended or failed to
+// be made: every watcher is woken, since its lock went with the session.
 func (l *listener) lost(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

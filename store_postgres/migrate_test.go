@@ -2,9 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"net/http"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,68 +48,41 @@ func TestMigrateConcurrently(t *testing.T) {
 	}
 }
 
-// TestMigrateUpgrades: a table made by the schema before key_is_sha256,
-// holding a completed record, one in flight and many more, is upgraded by
-// 12 workers calling Migrate at once. Every record is still there and
-// found by its key, with its response, owner and fence; the expiry index is
-// gone, and a key in the old hex form is refused.
-func TestMigrateUpgrades(t *testing.T) {
+// TestMigrateChecksVersion: Claim and BeginClaim refuse a table that is not
+// at this package's schema version, and Migrate refuses one whose version
+// it cannot tell or does not know.
+func TestMigrateChecksVersion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := New(testPool(t), WithTable(testTable(t)))
-	t.Cleanup(func() { dropTable(t, s) })
-	v1, err := os.ReadFile("testdata/schema_v1.sql")
-	require.NoError(t, err)
-	_, err = s.pool.Exec(ctx, strings.NewReplacer(DefaultTable+"_expires_idx", s.table+"_expires_idx", DefaultTable, s.name).Replace(string(v1)))
-	require.NoError(t, err)
-	const others = 500
-	_, err = s.pool.Exec(ctx, `
-INSERT INTO `+s.name+` (key, fingerprint, state, token, fence, status, header, body, expires_at)
-VALUES (convert_to($1, 'UTF8'), 'fp', 2, 'a', 1, 201, '{"Location","/p/1"}', 'paid', now() + interval '1 hour'),
-       (convert_to($2, 'UTF8'), 'fp', 1, 'b', 3, NULL, NULL, NULL, now() + interval '1 minute')`,
-		store.HashKey("done"), store.HashKey("busy"))
-	require.NoError(t, err)
-	_, err = s.pool.Exec(ctx, `
-INSERT INTO `+s.name+` (key, fingerprint, state, token, fence, status, expires_at)
-SELECT convert_to(encode(sha256(int4send(i)), 'hex'), 'UTF8'), 'fp', 3, 'c', 1, NULL, now() + interval '1 hour'
-FROM generate_series(1, $1::int) AS i`, others)
-	require.NoError(t, err)
-
-	// Before the upgrade this version claims nothing on the table: its keys
-	// are spelled otherwise, so it would miss the records held there.
-	tx := NewTx(s.pool, WithTable(s.table))
-	for _, claim := range []func() error{
-		func() error { _, _, err := s.Claim(ctx, "busy", "fp", "x", time.Minute); return err },
-		func() error { _, _, _, err := tx.BeginClaim(ctx, "busy", "fp", "x"); return err },
+	for _, tc := range []struct {
+		name, comment, migrateErr string
+	}{
+		{name: "no version", comment: "made by hand", migrateErr: "records no schema version"},
+		{name: "later version", comment: "pgstore schema version 2", migrateErr: "later than this package's 1"},
 	} {
-		require.ErrorContains(t, claim(), "run Migrate")
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := New(testPool(t), WithTable(testTable(t)))
+			t.Cleanup(func() { dropTable(t, s) })
+			require.NoError(t, s.Migrate(ctx))
+			_, err := s.pool.Exec(ctx, "COMMENT ON TABLE "+s.name+" IS '"+tc.comment+"'")
+			require.NoError(t, err)
+			tx := NewTx(s.pool, WithTable(s.table))
+			for _, claim := range []func() error{
+				func() error { _, _, err := s.Claim(ctx, "k", "fp", "x", time.Minute); return err },
+				func() error { _, _, _, err := tx.BeginClaim(ctx, "k", "fp", "x"); return err },
+			} {
+				require.ErrorContains(t, claim(), tc.migrateErr)
+			}
+			require.ErrorContains(t, s.Migrate(ctx), tc.migrateErr)
+		})
 	}
-
-	errs := make([]error, 12)
-	race(len(errs), func(i int) { errs[i] = s.Migrate(ctx) })
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
-
-	rec, claimed, err := s.Claim(ctx, "done", "fp", "x", time.Minute)
-	require.NoError(t, err)
-	assert.False(t, claimed)
-	assert.Equal(t, &store.Response{Status: 201, Header: http.Header{"Location": {"/p/1"}}, Body: []byte("paid")}, rec.Response)
-	rec, claimed, err = s.Claim(ctx, "busy", "fp", "x", time.Minute)
-	require.NoError(t, err)
-	assert.False(t, claimed)
-	assert.Equal(t, store.StateInFlight, rec.State)
-	assert.Equal(t, int64(3), rec.Owner.Fence)
-	require.NoError(t, s.Complete(ctx, "busy", store.Lease{Token: "b", Fence: 3}, nil, time.Hour), "the owner still owns it")
-	assert.Equal(t, others+2, count(t, s), "no row lost")
-
-	var indexes int
-	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE tablename = $1`, s.table).Scan(&indexes))
-	assert.Equal(t, 1, indexes, "the primary key alone")
-	_, err = s.pool.Exec(ctx, `INSERT INTO `+s.name+` (key, fingerprint, state, token, fence, expires_at)
-VALUES (convert_to($1, 'UTF8'), 'fp', 1, 'd', 1, now())`, store.HashKey("old"))
-	assert.ErrorContains(t, err, "key_is_sha256", "an earlier version's key is refused")
-	require.NoError(t, s.Migrate(ctx), "Migrate on an upgraded table changes nothing")
+	t.Run("missing table", func(t *testing.T) {
+		t.Parallel()
+		s := New(testPool(t), WithTable(testTable(t)))
+		_, _, err := s.Claim(ctx, "k", "fp", "x", time.Minute)
+		require.ErrorContains(t, err, "schema version 0, not 1: run Migrate")
+	})
 }
 
 func TestMigrateInSchema(t *testing.T) {

@@ -11,14 +11,12 @@ import (
 )
 
 // The owner's statements touch key $1 only while it is in flight under
-// token $2 and fence $3; a row count of zero means the caller no longer
-// holds it (or, but for completeSQL, completed it). They take no advisory lock, so a stale owner whose row a
-// TxStore's open transaction took over waits for that transaction to end,
-// then matches no row if it committed (and its own row again if it rolled
-// back): the lock cannot tell such a takeover from a transactional
-// duplicate that only looked at a live owner's key.
+// token $2 and fence $3; no row means the caller no longer holds it (or,
+// but for completeSQL, completed it). They take no advisory lock, which
+// cannot tell a TxStore's takeover of a stale owner's row from a
+// transactional duplicate that only looked at it: the stale owner waits
+// for the takeover's transaction to end instead.
 const (
-	// renewSQL extends the lease to $4 microseconds from now.
 	renewSQL = `
 UPDATE idempotency_keys
 SET expires_at = statement_timestamp() + $4::bigint * interval '1 microsecond'
@@ -45,10 +43,8 @@ WITH again AS (
 UNION ALL
 SELECT NULL FROM again`
 
-	// releaseSQL ends the lease now and clears the token, and wakes the
-	// key's watchers (see wakeSQL). The row stays in flight, so the next
-	// claim takes it over with a higher fence, until the sweeper removes
-	// it (see WithAbandonedRetention).
+	// releaseSQL ends the lease and clears the token. The row stays in
+	// flight, so the next claim takes it over with a higher fence.
 	releaseSQL = `
 WITH done AS (
     UPDATE idempotency_keys
@@ -58,10 +54,8 @@ WITH done AS (
 )` + wakeSQL
 )
 
-// Renew implements store.Store: one UPDATE, one round trip. The lease is
-// counted from the database's statement_timestamp(). A lease that has
-// lapsed but was neither taken over nor swept is still the owner's and may
-// be renewed.
+// Renew implements store.Store. A lapsed lease neither taken over nor
+// swept is still the owner's.
 func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
 	return s.ownerExec(ctx, "renew", s.sql.renew, key, owner, lease.Microseconds())
 }
@@ -78,8 +72,7 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 		int16(state), status, header, body, retention.Microseconds())
 }
 
-// completion is what completeSQL stores for resp: its state ($4), status,
-// header and body, all NULL when resp is nil (done but not replayable).
+// completion is what completeSQL stores for resp.
 func completion(resp *store.Response) (state store.State, status *int32, header [][]byte, body []byte) {
 	if resp == nil {
 		return store.StateUnreplayable, nil, nil, nil
@@ -88,24 +81,16 @@ func completion(resp *store.Response) (state store.State, status *int32, header 
 	return store.StateCompleted, &code, encodeHeader(resp.Header), resp.Body
 }
 
-// Release implements store.Store: one UPDATE, one round trip, which also
-// wakes the key's watchers (see Watch). The row is not deleted: it stays
-// in flight with its lease ended and no token, so the next claim takes the
-// key over with a higher fencing number than the releasing owner's, until
-// the sweeper removes the row after the abandoned retention (see
-// WithAbandonedRetention).
+// Release implements store.Store. The row stays, in flight with its lease
+// ended, so that the next claim gets a higher fencing number, until the
+// sweeper removes it (see WithAbandonedRetention).
 func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
 	return s.ownerExec(ctx, "release", s.sql.release, key, owner)
 }
 
-// ownerExec runs one of the owner's statements for owner's lease of key,
-// with the statement's own arguments after $1 to $3. An empty token holds
-// nothing: a released row keeps an empty one (see releaseSQL), so such a
-// lease is refused without asking the database. Under a repeatable read or
-// serializable default isolation level, a statement that waited for a
-// takeover's row lock fails with a serialization failure when the takeover
-// commits; retry runs it again on a fresh snapshot, which then finds the
-// row no longer the caller's.
+// ownerExec runs one of the owner's statements, args after $1 to $3. An
+// empty token, which a released row keeps, is refused without asking the
+// database.
 func (s *Store) ownerExec(ctx context.Context, op, sql, key string, owner store.Lease, args ...any) error {
 	if owner.Token == "" {
 		return store.ErrNotOwner

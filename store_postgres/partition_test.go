@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
-	"github.com/seed43327c4c/idempotency/internal/tcpproxy"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest/tcpproxy"
 	pgstore "github.com/seed43327c4c/idempotency/store_postgres"
 )
 

@@ -23,3 +23,6 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     -- end of the lease while in flight, of the retention once done
     expires_at  timestamptz NOT NULL
 );
+
+-- The table's schema version, which Migrate reads and each migration sets.
+COMMENT ON TABLE idempotency_keys IS 'pgstore schema version 1';

@@ -3,8 +3,8 @@ package pgstore_test
 import (
 	"testing"
 
-	"github.com/seed43327c4c/idempotency/internal/stalltest"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest/stalltest"
 	pgstore "github.com/seed43327c4c/idempotency/store_postgres"
 )
 

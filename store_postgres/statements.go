@@ -5,24 +5,20 @@ import (
 	"strings"
 )
 
-// schemaSQL creates the table; see Migrate.
+// schemaSQL creates the table at schema version 1; see Migrate.
 //
 //go:embed schema.sql
 var schemaSQL string
 
-// upgradeSQL brings a table made by an earlier schema.sql to today's; see
-// Migrate.
-//
-//go:embed upgrade.sql
-var upgradeSQL string
+// migrationsSQL holds the migrations in order: the nth brings a table to
+// schema version n, and records it in the table's comment.
+var migrationsSQL = []string{schemaSQL}
 
 // statements holds the store's SQL. Every statement is written against the
 // default table name, as schema.sql is, and rewritten once by New for the
-// configured (validated and quoted) names: the table's, and the one of the
-// expiry index earlier schemas had, which upgradeSQL drops.
+// configured (validated and quoted) table name.
 type statements struct {
-	schema        string
-	upgrade       string
+	migrations    []string
 	claim         string
 	renew         string
 	complete      string
@@ -35,14 +31,14 @@ type statements struct {
 	unwatch       string
 }
 
-func newStatements(table, index string) statements {
-	r := strings.NewReplacer(
-		"idempotency_keys_expires_idx", index,
-		DefaultTable, table,
-	)
+func newStatements(table string) statements {
+	r := strings.NewReplacer(DefaultTable, table)
+	migrations := make([]string, len(migrationsSQL))
+	for i, sql := range migrationsSQL {
+		migrations[i] = r.Replace(sql)
+	}
 	return statements{
-		schema:        r.Replace(schemaSQL),
-		upgrade:       r.Replace(upgradeSQL),
+		migrations:    migrations,
 		claim:         r.Replace(claimSQL),
 		renew:         r.Replace(renewSQL),
 		complete:      r.Replace(completeSQL),

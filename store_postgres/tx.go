@@ -13,16 +13,10 @@ import (
 )
 
 // TxStore is the transactional mode of the store: a store.TxStore whose
-// claim is a database transaction that the handler's own writes join (see
-// Tx), so that those writes and the stored response commit together or not
-// at all. Give it to the middleware with idempotency.WithStore. While a
-// request's transaction is open, other requests for its key, through a
-// TxStore or a plain Store on the same table in any process, find it in
-// flight at once, without waiting; a crash or a lost connection aborts the
-// transaction and frees the key with nothing of the request left behind.
-// Each request holds one pool connection from BeginClaim to Commit or
-// Rollback, and keeps no lease. The embedded Store serves every plain
-// method on the same table.
+// claim is a database transaction the handler's writes join (see Tx). Each
+// request holds one pool connection from BeginClaim to Commit or Rollback,
+// and keeps no lease. The embedded Store serves every plain method on the
+// same table.
 type TxStore struct {
 	*Store
 }
@@ -30,20 +24,14 @@ type TxStore struct {
 var _ store.TxStore = (*TxStore)(nil)
 
 // NewTx returns a store in transactional mode on the table New would use
-// with the same options. Like New it never dials, and a nil pool or an
-// invalid option panics.
+// with the same options.
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	return &TxStore{Store: New(pool, opts...)}
 }
 
-// BeginClaim implements store.TxStore. If the key is free, or its record
-// has expired, it is claimed: ctx is returned carrying the transaction (see
-// Tx), with the in-flight record (fence 1, or the expired owner's fence plus
-// one) and the store.Tx the caller must end. If another request's
-// transaction holds the key, rec is in flight with TTL 0 and the caller's
-// fingerprint, as the holder's row cannot be read before it commits.
-// Otherwise rec is the committed record holding the key. The transaction
-// has the pool's default isolation level.
+// BeginClaim implements store.TxStore; the returned context carries the
+// transaction for Tx. The transaction has the pool's default isolation
+// level.
 func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string) (context.Context, store.Record, store.Tx, error) {
 	if token == "" {
 		return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w", store.ErrEmptyToken)
@@ -66,11 +54,11 @@ func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string
 			return context.WithValue(ctx, txKey{}, handlerTx{Tx: tx}), rec, c, nil
 		}
 		// The transaction changed nothing; if ending it fails, pgx closes
-		// its connection, and the server aborts it.
+		// its connection.
 		_ = tx.Rollback(ctx)
 		switch {
 		case errors.Is(err, errStaleSnapshot):
-			continue // a fresh transaction has a fresh snapshot at any isolation level
+			continue // a fresh transaction has a fresh snapshot
 		case err != nil:
 			return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w", err)
 		}
@@ -79,7 +67,6 @@ func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string
 	return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w %d times in a row", errStaleSnapshot, staleAttempts)
 }
 
-// claimTx is a claim held by an open transaction.
 type claimTx struct {
 	s     *Store
 	tx    pgx.Tx
@@ -87,13 +74,9 @@ type claimTx struct {
 	owner store.Lease
 }
 
-// Commit implements store.Tx: the UPDATE that stores the response (or
-// marks the key done but not replayable when resp is nil) for retention,
-// counted from the database's statement_timestamp(), then COMMIT, which
-// wakes the key's watchers (see Store.Watch; a rollback wakes none). If the
-// UPDATE fails, for instance because a statement of the handler failed and
-// aborted the transaction, the transaction is rolled back and the error
-// returned.
+// Commit implements store.Tx: it stores the response and commits, which
+// wakes the key's watchers. If storing fails (a handler's statement may
+// have aborted the transaction), it rolls back and returns the error.
 func (c *claimTx) Commit(ctx context.Context, resp *store.Response, retention time.Duration) error {
 	state, status, header, body := completion(resp)
 	tag, err := c.tx.Exec(ctx, c.s.sql.complete, rowKey(c.key), []byte(c.owner.Token), c.owner.Fence,
@@ -113,9 +96,7 @@ func (c *claimTx) Commit(ctx context.Context, resp *store.Response, retention ti
 	return nil
 }
 
-// Rollback implements store.Tx: ROLLBACK, or nothing after Commit. If the
-// connection is lost instead, the server has already aborted the
-// transaction, and the error is returned for the log.
+// Rollback implements store.Tx.
 func (c *claimTx) Rollback(ctx context.Context) error {
 	err := c.tx.Rollback(ctx)
 	if err != nil && !errors.Is(err, pgx.ErrTxClosed) {
@@ -124,24 +105,14 @@ func (c *claimTx) Rollback(ctx context.Context) error {
 	return nil
 }
 
-// txKey is the context key under which BeginClaim puts the transaction.
 type txKey struct{}
 
 // Tx returns the transaction of the protected request whose context is
-// ctx, for the handler's writes: they commit with the stored response, or
-// are rolled back with the claim. ok is false when the request holds no
-// such transaction: its route is not protected, it has no key, or the
-// middleware's store is not a TxStore.
-//
-// The middleware ends the transaction: Commit and Rollback on the returned
-// pgx.Tx do nothing and return ErrTxOwned. To undo its writes, the handler
-// answers with a status that is not recorded (5xx, 408, 409, 425 or 429)
-// or panics; to undo only part of them and still answer, for instance,
-// 422, it puts that part in a savepoint (the pgx.Tx's Begin) and rolls the
-// savepoint back. A statement that fails outside a savepoint aborts the
-// transaction, so that nothing can be committed: the client then gets 503
-// and may retry. Like any pgx.Tx, it must not be used by two goroutines at
-// once, nor after the handler returns.
+// ctx, for the handler's writes; ok is false when the request holds none.
+// The middleware ends it: Commit and Rollback on it return ErrTxOwned. To
+// undo its writes the handler answers with a status that is not recorded,
+// or undoes part of them in a savepoint. It must not be used after the
+// handler returns.
 func Tx(ctx context.Context) (pgx.Tx, bool) {
 	tx, ok := ctx.Value(txKey{}).(handlerTx)
 	if !ok {
@@ -154,14 +125,11 @@ func Tx(ctx context.Context) (pgx.Tx, bool) {
 // returns, which the middleware ends.
 var ErrTxOwned = errors.New("pgstore: the idempotency middleware commits or rolls back this transaction")
 
-// handlerTx is the claim's transaction as the handler sees it: everything
-// but ending it.
+// handlerTx is the claim's transaction without its ending.
 type handlerTx struct {
 	pgx.Tx
 }
 
-// Commit returns ErrTxOwned and does nothing.
 func (handlerTx) Commit(context.Context) error { return ErrTxOwned }
 
-// Rollback returns ErrTxOwned and does nothing.
 func (handlerTx) Rollback(context.Context) error { return ErrTxOwned }

@@ -1,9 +1,11 @@
 package redisstore_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -163,4 +165,38 @@ func (side *replaySide) perSecond() float64 { return float64(side.requests) / si
 
 func (side *replaySide) tripsPerRequest() float64 {
 	return float64(side.trips) / float64(side.requests)
+}
+
+// BenchmarkDo counts Do's round trips to Redis, a first call and a stored
+// one, beside their targets (2 and 1).
+func BenchmarkDo(b *testing.B) {
+	client := standalone(b)
+	log := &commandLog{}
+	client.AddHook(log)
+	s, _ := newStore(b, client)
+	sent := func(context.Context) ([]byte, error) { return []byte("sent"), nil }
+	for _, bc := range []struct {
+		name   string
+		target float64
+		key    func(i int) string
+	}{
+		{"first", 2, func(i int) string { return "first-" + strconv.Itoa(i) }},
+		{"stored", 1, func(int) string { return "stored" }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if _, err := idempotency.Do(b.Context(), s, "stored", sent); err != nil {
+				b.Fatal(err)
+			}
+			log.take()
+			i := 0
+			for b.Loop() {
+				if _, err := idempotency.Do(b.Context(), s, bc.key(i), sent); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(len(log.take()))/float64(b.N), "roundtrips/op")
+			b.ReportMetric(bc.target, "target-roundtrips")
+		})
+	}
 }

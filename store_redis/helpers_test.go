@@ -21,8 +21,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seed43327c4c/idempotency/internal/tcpproxy"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest/tcpproxy"
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
 

@@ -22,9 +22,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
-	"github.com/seed43327c4c/idempotency/internal/tcpproxy"
 	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/storetest"
+	"github.com/seed43327c4c/idempotency/store/storetest/tcpproxy"
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
 

@@ -5,9 +5,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seed43327c4c/idempotency/internal/stalltest"
-	"github.com/seed43327c4c/idempotency/internal/tcpproxy"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest/stalltest"
+	"github.com/seed43327c4c/idempotency/store/storetest/tcpproxy"
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
 

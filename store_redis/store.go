@@ -34,8 +34,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seed43327c4c/idempotency/internal/headercodec"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/headercodec"
 )
 
 var _ store.Store = (*Store)(nil)

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seed43327c4c/idempotency/internal/headercodec"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/headercodec"
 )
 
 // claimSQL claims key ?1 for fingerprint ?2 under token ?3 for a lease of

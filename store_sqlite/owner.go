@@ -5,8 +5,8 @@ import (
 	"database/sql"
 	"time"
 
-	"github.com/seed43327c4c/idempotency/internal/headercodec"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/headercodec"
 )
 
 // The owner's statements touch key ?1 only while it is in flight under

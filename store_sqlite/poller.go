@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/seed43327c4c/idempotency/internal/keywatch"
+	"github.com/seed43327c4c/idempotency/store/keywatch"
 )
 
 // pollInterval is how often the poller asks its connection whether another

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/seed43327c4c/idempotency/internal/sweeper"
+	"github.com/seed43327c4c/idempotency/store/sweeper"
 )
 
 // deleteExpiredSQL deletes up to ?1 rows that have expired on SQLite's

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/seed43327c4c/idempotency/internal/keywatch"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/keywatch"
 )
 
 var _ store.Watcher = (*Store)(nil)

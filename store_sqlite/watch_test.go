@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seed43327c4c/idempotency/internal/waitbench"
 	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/storetest"
+	"github.com/seed43327c4c/idempotency/store/storetest/waitbench"
 )
 
 // TestWatchConformance runs storetest.RunWatch, each subtest on a file of

@@ -1,5 +1,5 @@
 // Package sweeper runs a store's removal of expired records in the
-// background: one round at once, then one every interval.
+// background.
 package sweeper
 
 import (
@@ -7,12 +7,9 @@ import (
 	"time"
 )
 
-// Start runs round at once and then every interval, in a goroutine of its
-// own, until ctx is done, and returns a channel that is closed when the
-// goroutine has stopped. A round that outlasts the interval delays the
-// next; rounds never overlap. An interval of 0 means def; a negative one
-// panics with a message that names store, the package whose StartSweeper
-// was called.
+// Start runs round at once and then every interval (0 means def), never
+// overlapping, until ctx is done; the channel returned is closed when it
+// has stopped. A negative interval panics, naming store.
 func Start(ctx context.Context, store string, interval, def time.Duration, round func(context.Context)) <-chan struct{} {
 	if interval < 0 {
 		panic(store + ": StartSweeper expects interval >= 0")

@@ -1,4 +1,4 @@
-package idempotency_test
+package main
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ func TestReadmeMainBuilds(t *testing.T) {
 	if err != nil {
 		t.Skip("the go command is not on PATH")
 	}
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
-// Package servetest sends requests through a handler for the tests and
+// Package idempotencytest sends requests through a handler for the tests and
 // benchmarks of the packages that wrap one in the middleware: single
 // requests that return their response, and benchmark loops over numbered
 // keys on a memory store at its steady size.
-package servetest
+package idempotencytest
 
 import (
 	"net/http"

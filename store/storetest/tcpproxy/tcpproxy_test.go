@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seed43327c4c/idempotency/internal/tcpproxy"
+	"github.com/seed43327c4c/idempotency/store/storetest/tcpproxy"
 )
 
 // echoServer accepts connections on a free loopback port and sends back
