@@ -18,11 +18,10 @@ import (
 // lease held, wakes every twelfth of the lease, and ends at the first
 // wake-up that finds no lease held. Do's keepers (with an idle channel)
 // start it at its first wake-up instead, and end it as soon as their last
-// lease is stopped. At each wake-up it starts
-// a renewal, in a goroutine of its own, of every lease whose last
-// successful renewal (or claim) started a third of the lease ago or more,
-// unless a renewal of it is already running and started less than a third
-// of the lease ago.
+// lease is stopped. At each wake-up it starts a renewal, in a goroutine of
+// its own, of every lease whose last successful renewal (or claim) started
+// a third of the lease ago or more, unless a renewal of it is already
+// running and started less than a third of the lease ago.
 //
 // So a renewal that fails is tried again at the next wake-up, and one that
 // is slow (each may take up to a lease) does not hold the next back: a
@@ -88,12 +87,11 @@ func (k *leaseKeeper) keep(l *heldLease, holder leaseHolder, s store.Store, key 
 
 // stop ends the renewals of l: none starts after it returns, and any in
 // flight is cancelled but not waited for. It reports whether k is left
-// without a lease. A store that heeds only
-// deadlines (go-redis, waiting for a reply) finishes such a renewal in the
-// background; renew then reports nothing (see renew), and the store
-// refuses it if the record has since been completed, released or taken
-// over. So a renewal stuck on a dead connection never holds up the
-// request's response.
+// without a lease. A store that heeds only deadlines (go-redis, waiting
+// for a reply) finishes such a renewal in the background; renew then
+// reports nothing (see renew), and the store refuses it if the record has
+// since been completed, released or taken over. So a renewal stuck on a
+// dead connection never holds up the request's response.
 func (k *leaseKeeper) stop(l *heldLease) (idle bool) {
 	k.mu.Lock()
 	delete(k.held, l)
