@@ -207,11 +207,20 @@ func (p *exampleProc) killAtRandom(kills int, interval time.Duration) []int {
 	p.t.Helper()
 	var killed, before []int
 	for range kills {
-		time.Sleep(interval)
-		pids := p.Pids()
-		candidates := slices.DeleteFunc(slices.Clone(pids), func(pid int) bool {
-			return before != nil && !slices.Contains(before, pid)
-		})
+		var pids, candidates []int
+		for deadline := time.Now().Add(time.Minute); len(candidates) == 0; {
+			// Every worker may have started since the last kill (restarts
+			// are slow on a loaded machine): give them an interval more.
+			require.True(p.t, time.Now().Before(deadline), "no worker ran a whole interval\n%s", p.log)
+			time.Sleep(interval)
+			pids = p.Pids()
+			candidates = slices.DeleteFunc(slices.Clone(pids), func(pid int) bool {
+				return before != nil && !slices.Contains(before, pid)
+			})
+			if len(candidates) == 0 {
+				before = pids
+			}
+		}
 		victim := candidates[rand.IntN(len(candidates))]
 		before = pids
 		p.Kill(victim)
