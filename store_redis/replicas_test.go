@@ -421,6 +421,7 @@ func newDuplicateStorm(t *testing.T, s *redisstore.Store) *duplicateStorm {
 		errors:     map[string]int{},
 	}
 	mw := idempotency.New(idempotency.WithStore(s), idempotency.WithLease(failoverLease),
+		idempotency.WithStoreTimeout(failoverAcks+time.Second), // a claim's WAIT must not be cut off
 		idempotency.WithRetryAfter(time.Second), idempotency.WithErrorHandler(storm.storeFailed))
 	storm.server = httptest.NewServer(mw(http.HandlerFunc(storm.handle)))
 	t.Cleanup(storm.server.Close)
