@@ -50,11 +50,12 @@ func TestFullDiskRecovers(t *testing.T) {
 		{"a filler fills the volume", false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			dir := smallVolume(t, "2m")
 			path := filepath.Join(dir, "idempotency.db")
 			s := openOn(t, path)
 			filler := filepath.Join(dir, "filler")
-			body := bytes.Repeat([]byte("x"), 2000)
+			body := bytes.Repeat([]byte("x"), 16<<10)
 			for i := range 10 {
 				require.NoError(t, pair(s, fmt.Sprintf("before-%d", i), body))
 			}
@@ -95,7 +96,7 @@ func TestFullDiskRecovers(t *testing.T) {
 // afterFull is how many new keys TestFullDiskRecovers wants answered once
 // room is freed: few bytes of records, but pages of WAL for each commit,
 // more than the volume holds.
-const afterFull = 300
+const afterFull = 150
 
 // openOn opens a store on path, with the short busy timeout, closed when
 // the test ends.
