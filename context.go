@@ -12,9 +12,9 @@ import (
 type Key struct {
 	// Client is the key the client sent, unquoted.
 	Client string
-	// Fence is the claim's fencing number: every later claim of the key gets
-	// a higher one, so a downstream system keeping the highest seen can
-	// refuse an older owner's late writes.
+	// Fence is the claim's fencing number; every later claim of the key gets
+	// a higher one, so a downstream system can refuse an older owner's
+	// writes.
 	Fence int64
 
 	storage string // scope, method, route and client key
@@ -44,9 +44,9 @@ func FromContext(ctx context.Context) (Key, bool) {
 }
 
 // DoNotRecord makes the middleware release the key of the request with
-// context ctx (roll back, in a transaction) instead of recording its
-// response, so the client may correct and resend it. Call it before any side
-// effect. It reports whether ctx runs under a claimed key.
+// context ctx (roll back, in a transaction) rather than record its response,
+// so the client may resend it corrected. Call it before any side effect. It
+// reports whether ctx runs under a claimed key.
 func DoNotRecord(ctx context.Context) bool {
 	x, ok := ctx.Value(callKey{}).(*callContext)
 	if ok {
@@ -55,9 +55,9 @@ func DoNotRecord(ctx context.Context) bool {
 	return ok
 }
 
-// newClaimedCall moves c into a claimedCall and returns it with the request
-// its handler gets: r with ctx, carrying the call, reading the buffered body.
-// A call runs its handler once, so it moves once.
+// newClaimedCall moves c into a claimedCall and returns it with its handler's
+// request: r with ctx carrying the call, reading the buffered body. A call
+// runs its handler once, so it moves once.
 func newClaimedCall(r *http.Request, ctx context.Context, c *call) (*claimedCall, *http.Request) {
 	cc := &claimedCall{call: *c}
 	h := &cc.handler

@@ -112,7 +112,8 @@ func (j *job) tryInTx(ctx context.Context, ts store.TxStore) (result []byte, err
 	}
 }
 
-// wait waits for the key as WithWait does.
+// wait waits for the key as WithWait does; ErrInFlight if the wait or ctx
+// ends first.
 func (j *job) wait(ctx context.Context) ([]byte, error) {
 	var result []byte
 	var err error

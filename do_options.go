@@ -50,7 +50,7 @@ func DoStoreTimeout(d time.Duration) DoOption {
 }
 
 // DoWait makes a caller that finds the key in flight wait up to timeout, as
-// WithWait does, or until ctx ends. Defaults to 0: ErrInFlight at once.
+// WithWait does. Defaults to 0: ErrInFlight at once.
 func DoWait(timeout time.Duration) DoOption {
 	if timeout < 0 {
 		panic("idempotency: DoWait expects timeout >= 0")
@@ -58,9 +58,9 @@ func DoWait(timeout time.Duration) DoOption {
 	return func(c *doConfig) { c.wait = timeout }
 }
 
-// DoErrorHandler sets the function told of store errors Do does not return:
-// failed renewals, release or rollback, and a lost lease (fn's context is
-// then cancelled with ErrLeaseLost). Defaults to slog.Default.
+// DoErrorHandler sets the function told of store errors Do does not return, a
+// lost lease included (fn's context then ends with cause ErrLeaseLost).
+// Defaults to slog.Default.
 func DoErrorHandler(handle func(ctx context.Context, err error)) DoOption {
 	if handle == nil {
 		panic("idempotency: DoErrorHandler expects a function")

@@ -27,14 +27,14 @@ type config struct {
 	scopeRequired    bool
 	record           func(r *http.Request, status int) bool
 	problemWriter    func(w http.ResponseWriter, r *http.Request, p httpx.Problem)
-	route            func(*http.Request) string                // nil: the default route (see route.go)
+	route            func(*http.Request) string                // nil: the default route
 	fingerprint      func(r *http.Request, body []byte) string // nil: Fingerprint
 	canonicalJSON    bool
 	maxBodyBytes     int64
 	maxResponseBytes int
 	lease            time.Duration
 	recordTimeout    time.Duration // 0: the lease
-	storeTimeout     time.Duration // 0 after New: no deadline (the memory store)
+	storeTimeout     time.Duration // 0 after New: none
 	retention        time.Duration
 	retryAfter       time.Duration
 	wait             time.Duration
@@ -42,9 +42,9 @@ type config struct {
 	errorHandler     func(r *http.Request, err error)
 	logger           *slog.Logger
 	replayHeaders    map[string]bool
-	observer         Observer // WithObserver; the zero Observer observes nothing
+	observer         Observer
 	observeKeys      bool
-	cache            *replayCache // WithReplayCache; nil keeps nothing
+	cache            *replayCache // nil: none
 }
 
 func defaultConfig() *config {
@@ -63,9 +63,9 @@ func defaultConfig() *config {
 	}
 }
 
-// defaultReplayHeaders are the response headers replayed by default.
-// Content-Encoding, Content-Range and Content-Disposition describe the stored
-// bytes, and Content-Length frames a replay as it framed the first response.
+// defaultReplayHeaders are replayed by default; the Content-* ones describe
+// the stored bytes, and a replay without them would be unreadable or
+// misframed.
 var defaultReplayHeaders = []string{
 	"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language",
 	"Content-Length", "Content-Location", "Content-Range", "Content-Type", "ETag",
@@ -117,8 +117,8 @@ var standardMethods = map[string]bool{
 	http.MethodOptions: true, http.MethodTrace: true,
 }
 
-// WithKeyRequired makes a request without a key get 400. Defaults to
-// optional: such a request passes through unprotected.
+// WithKeyRequired gives a request without a key 400. Defaults to optional: it
+// passes through unprotected.
 func WithKeyRequired() Option {
 	return func(c *config) { c.keyRequired = true }
 }
@@ -178,8 +178,7 @@ func WithScopeRequired() Option {
 
 // WithRoute sets the function that names a request's route; one key on two
 // routes never collides. Defaults to the decoded path of the request line,
-// without host or query (r.URL.Path for a request made in the process);
-// RouteWithHost adds the host.
+// without host or query; RouteWithHost adds the host.
 func WithRoute(route func(*http.Request) string) Option {
 	if route == nil {
 		panic("idempotency: WithRoute expects a non-nil function")
@@ -198,10 +197,11 @@ func WithFingerprint(fingerprint func(r *http.Request, body []byte) string) Opti
 	return func(c *config) { c.fingerprint = fingerprint }
 }
 
-// WithCanonicalJSON makes the fingerprint of a JSON body ignore member order
-// and whitespace. A body decoding could read two ways (a duplicate member,
-// invalid UTF-8) is fingerprinted as sent; the handler always reads it as
-// sent. New panics if WithMaxBodyBytes is 2 GiB or more. Defaults to off.
+// WithCanonicalJSON makes the fingerprint of a JSON body (application/json or
+// +json) ignore member order and whitespace. A body decoding could read two
+// ways (a duplicate member, invalid UTF-8) is fingerprinted as sent; the
+// handler always reads it as sent. New panics if WithMaxBodyBytes is 2 GiB or
+// more. Defaults to off.
 func WithCanonicalJSON() Option {
 	return func(c *config) { c.canonicalJSON = true }
 }
@@ -268,8 +268,7 @@ func WithStoreTimeout(d time.Duration) Option {
 	return func(c *config) { c.storeTimeout = d }
 }
 
-// storeTimeout returns the store timeout of s as WithStoreTimeout states it,
-// panicking with the option names.
+// storeTimeout applies WithStoreTimeout's default and check.
 func storeTimeout(s store.Store, timeout, lease time.Duration, option, leaseOption string) time.Duration {
 	if timeout >= lease {
 		panic(fmt.Sprintf("idempotency: %s expects a timeout shorter than the lease (%s)", option, leaseOption))
@@ -326,8 +325,8 @@ func WithFailOpen() Option {
 
 // WithErrorHandler sets the function told of every store error (but a failed
 // watch) and every problem the client cannot see. It must only read the
-// request and not write the response; lease renewals call it from their own
-// goroutines. Defaults to logging at level Error.
+// request; renewals call it from their own goroutines. Defaults to logging at
+// level Error.
 func WithErrorHandler(handle func(r *http.Request, err error)) Option {
 	if handle == nil {
 		panic("idempotency: WithErrorHandler expects a non-nil function")
