@@ -16,7 +16,8 @@ import (
 // goroutines, so the functions must be concurrency-safe, quick, and keep
 // nothing of ctx.
 type Observer struct {
-	// Request is told once of each decided protected request.
+	// Request is told once of each decided protected request, but not of an
+	// unprotected handler that panics.
 	Request func(ctx context.Context, e RequestEvent)
 	// StoreCall is told of every store call.
 	StoreCall func(ctx context.Context, e StoreEvent)

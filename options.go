@@ -169,9 +169,8 @@ func WithScope(scope func(*http.Request) string) Option {
 	return func(c *config) { c.scope = scope }
 }
 
-// WithScopeRequired gives a keyed request whose scope is "" 403
-// scope-missing; it claims nothing. New panics without WithScope. Defaults to
-// off.
+// WithScopeRequired answers 403 scope-missing, claiming nothing, to a keyed
+// request whose scope is "". New panics without WithScope. Defaults to off.
 func WithScopeRequired() Option {
 	return func(c *config) { c.scopeRequired = true }
 }
@@ -243,8 +242,9 @@ func WithMaxResponseBytes(n int) Option {
 }
 
 // WithLease sets how long a claim holds a key before another request may take
-// it over. It is renewed every third of its length while the handler runs, so
-// a lease well under a second protects little. Defaults to 30 seconds.
+// it over. It is renewed every third of its length while the handler runs;
+// each renewal must reach the store within the lease, so a lease well under a
+// second protects little. Defaults to 30 seconds.
 func WithLease(d time.Duration) Option {
 	d = positive("WithLease", "d", d)
 	return func(c *config) { c.lease = d }
