@@ -9,9 +9,7 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// jobRun is the part of a job that runs fn under a claimed key, in one
-// allocation: the call its context carries (FromContext), that context,
-// and the lease kept while fn runs.
+// jobRun is what runs fn under a claimed key, in one allocation.
 type jobRun struct {
 	j      *job
 	parent context.Context // Do's context
@@ -21,10 +19,9 @@ type jobRun struct {
 	cancel context.CancelCauseFunc // ends fn's context when the lease is lost
 }
 
-// run runs fn under owner's lease of the key (claimed at claimedAt),
-// renewed while it runs, then records its outcome or releases the key. A
-// panic of fn releases the key and goes on. If the store refuses the
-// record, or the lease was lost while fn ran, the error wraps ErrLeaseLost.
+// run runs fn under owner's lease, renewed meanwhile, then records its
+// outcome or releases the key; a panic releases it. A refused record or a
+// lost lease gives an error wrapping ErrLeaseLost.
 func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) ([]byte, error) {
 	r := &jobRun{j: j, parent: ctx}
 	r.c = call{key: j.key, clientKey: j.clientKey, fence: owner.Fence}

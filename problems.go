@@ -9,37 +9,30 @@ import (
 	"github.com/seed43327c4c/idempotency/httpx"
 )
 
-// Problem type URIs: the stable `type` of every problem+json response the
-// middleware writes itself. Each is the address of the section of
-// docs/problems.md that explains it. Clients may switch on them; they do
-// not change.
+// Problem type URIs: the stable type of each problem the middleware writes,
+// the address of its section in docs/problems.md.
 const (
-	// ProblemKeyMissing: 400, the route requires an Idempotency-Key.
+	// ProblemKeyMissing: 400, the route requires a key.
 	ProblemKeyMissing = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-missing"
-	// ProblemKeyInvalid: 400, the Idempotency-Key is malformed, sent twice,
-	// or refused by the key validator (WithKeyValidator).
+	// ProblemKeyInvalid: 400, the key is malformed, sent twice, or refused.
 	ProblemKeyInvalid = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-invalid"
-	// ProblemScopeMissing: 403, the request names no caller, and the
-	// middleware requires one (WithScopeRequired).
+	// ProblemScopeMissing: 403, no scope, and one is required.
 	ProblemScopeMissing = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#scope-missing"
-	// ProblemBodyUnreadable: 400, the request body could not be read.
+	// ProblemBodyUnreadable: 400.
 	ProblemBodyUnreadable = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#body-unreadable"
-	// ProblemBodyTooLarge: 413, the request body is over the limit.
+	// ProblemBodyTooLarge: 413.
 	ProblemBodyTooLarge = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#body-too-large"
-	// ProblemKeyInFlight: 409 with Retry-After, a request with this key is
-	// still running.
+	// ProblemKeyInFlight: 409 with Retry-After, the key is in flight.
 	ProblemKeyInFlight = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-in-flight"
-	// ProblemNotReplayable: 409, a request with this key completed but its
-	// response could not be stored; it will not run again.
+	// ProblemNotReplayable: 409, completed but not stored; it will not run
+	// again.
 	ProblemNotReplayable = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#not-replayable"
-	// ProblemKeyReused: 422, the key was first used for a different request.
+	// ProblemKeyReused: 422, the key was used for a different request.
 	ProblemKeyReused = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-reused"
-	// ProblemStoreUnavailable: 503 with Retry-After, the store could not be
-	// reached; the request did not run.
+	// ProblemStoreUnavailable: 503 with Retry-After, the request did not run.
 	ProblemStoreUnavailable = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#store-unavailable"
 	// ProblemRequestInterrupted: 503 with Retry-After, the request's context
-	// ended (a deadline passed, or the client hung up) before it completed;
-	// a retry with the same key runs it, once its key is free.
+	// ended first; a retry runs it once its key is free.
 	ProblemRequestInterrupted = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#request-interrupted"
 )
 
@@ -80,9 +73,8 @@ var (
 		Detail: "It did not complete. Retry it with the same Idempotency-Key."}
 )
 
-// writeProblem answers r with p through the problem writer
-// (WithProblemWriter), its title and detail naming the key header the
-// middleware reads.
+// writeProblem writes p through the problem writer, naming the configured key
+// header.
 func (m *middleware) writeProblem(w http.ResponseWriter, r *http.Request, p httpx.Problem) {
 	if m.keyHeader != httpx.KeyHeader {
 		p.Title = strings.ReplaceAll(p.Title, httpx.KeyHeader, m.keyHeader)
@@ -91,16 +83,13 @@ func (m *middleware) writeProblem(w http.ResponseWriter, r *http.Request, p http
 	m.problemWriter(w, r, p)
 }
 
-// writeRetryableProblem writes p as writeProblem does, with a Retry-After
-// header of the configured wait (WithRetryAfter) in whole seconds, rounded
-// up.
+// writeRetryableProblem adds Retry-After in whole seconds, rounded up.
 func (m *middleware) writeRetryableProblem(w http.ResponseWriter, r *http.Request, p httpx.Problem) {
 	seconds := int64(math.Ceil(m.retryAfter.Seconds()))
 	w.Header().Set("Retry-After", strconv.FormatInt(max(seconds, 1), 10))
 	m.writeProblem(w, r, p)
 }
 
-// writeProblemJSON is the default problem writer: application/problem+json.
 func writeProblemJSON(w http.ResponseWriter, _ *http.Request, p httpx.Problem) {
 	httpx.WriteProblem(w, p)
 }

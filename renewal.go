@@ -11,26 +11,15 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// leaseKeeper renews the leases, all of one length, of the keys whose
-// handlers (or Do's functions) are running, so that they may run far
-// longer than one lease. One goroutine per keeper (a middleware's, or
-// Do's for each lease length) does the watching: it starts with the first
-// lease held, wakes every twelfth of the lease, and ends at the first
-// wake-up that finds no lease held. Do's keepers (with an idle channel)
-// start it at its first wake-up instead, and end it as soon as their last
-// lease is stopped. At each wake-up it starts a renewal, in a goroutine of
-// its own, of every lease whose last successful renewal (or claim) started
-// a third of the lease ago or more, unless a renewal of it is already
-// running and started less than a third of the lease ago.
-//
-// So a renewal that fails is tried again at the next wake-up, and one that
-// is slow (each may take up to a lease) does not hold the next back: a
-// store slower to answer than a third of the lease still renews in time,
-// and a call stuck on a dead connection does not stop the others. Renewal
-// checks ownership: if the store says the lease was lost (taken over after
-// a long store outage), that lease is no longer renewed and its holder is
-// told, once; the handler's outcome will then be refused by the store
-// rather than overwrite the new owner's record.
+// leaseKeeper renews the leases, all of one length, of running handlers (or
+// Do's functions). One watch goroutine wakes every twelfth of the lease while
+// a lease is held, and starts a renewal, in a goroutine of its own, of each
+// lease last renewed a third of the lease ago or more, unless one started
+// less than a third ago is still running. So a failed renewal is retried, and
+// a slow or stuck one does not hold back the next. A lease the store says is
+// lost (ErrNotOwner) is dropped and its holder told once; the store then
+// refuses the holder's outcome. Do's keepers (with idle) start the watch at
+// its first wake-up and end it with their last lease.
 type leaseKeeper struct {
 	lease    time.Duration
 	mu       sync.Mutex
@@ -38,22 +27,18 @@ type leaseKeeper struct {
 	watching bool
 
 	// Do's keepers only:
-	idle       chan struct{} // buffered: told by stop when no lease is left
+	idle       chan struct{} // buffered: stop tells it when no lease is left
 	startWatch *time.Timer   // starts the watch at its first wake-up
 }
 
-// leaseHolder is what runs under a held lease: a request's handler, or
-// Do's function.
+// leaseHolder runs under a held lease: a handler, or Do's function.
 type leaseHolder interface {
-	// renewalContext returns the context whose values the lease's
-	// renewals carry; they do not end with it.
+	// renewalContext's values, not its end, reach the renewals.
 	renewalContext() context.Context
-	// renewalFailed is told of a renewal that failed. If err wraps
-	// store.ErrNotOwner, the lease was lost and is no longer renewed.
+	// renewalFailed is told of a failed renewal; ErrNotOwner means lost.
 	renewalFailed(err error)
 }
 
-// heldLease is the lease of one running handler.
 type heldLease struct {
 	holder leaseHolder
 	store  store.Store
@@ -61,15 +46,14 @@ type heldLease struct {
 	owner  store.Lease
 
 	// Guarded by leaseKeeper.mu:
-	renewedAt time.Time // when the last successful renewal (or the claim) started
-	triedAt   time.Time // when the last renewal started
+	renewedAt time.Time // start of the last successful renewal or claim
+	triedAt   time.Time // start of the last renewal
 	renewals  int       // renewals in flight
 	ctx       context.Context
-	cancel    context.CancelFunc // ends ctx, and the renewals under it, when the lease is stopped
+	cancel    context.CancelFunc // called by stop
 }
 
-// keep starts renewing owner's lease of key in s, claimed at claimedAt,
-// tracked in l, for holder, until l is stopped.
+// keep renews owner's lease of key, claimed at claimedAt, until l is stopped.
 func (k *leaseKeeper) keep(l *heldLease, holder leaseHolder, s store.Store, key string, owner store.Lease, claimedAt time.Time) {
 	*l = heldLease{holder: holder, store: s, key: key, owner: owner, renewedAt: claimedAt}
 	k.mu.Lock()
@@ -85,13 +69,10 @@ func (k *leaseKeeper) keep(l *heldLease, holder leaseHolder, s store.Store, key 
 	}
 }
 
-// stop ends the renewals of l: none starts after it returns, and any in
-// flight is cancelled but not waited for. It reports whether k is left
-// without a lease. A store that heeds only deadlines (go-redis, waiting
-// for a reply) finishes such a renewal in the background; renew then
-// reports nothing (see renew), and the store refuses it if the record has
-// since been completed, released or taken over. So a renewal stuck on a
-// dead connection never holds up the request's response.
+// stop ends l's renewals: none starts after it, and one in flight is
+// cancelled but not awaited, so a renewal stuck on a dead connection never
+// holds up the response; the store refuses it if the record has moved on. It
+// reports whether k holds no lease.
 func (k *leaseKeeper) stop(l *heldLease) (idle bool) {
 	k.mu.Lock()
 	delete(k.held, l)
@@ -114,7 +95,6 @@ func (k *leaseKeeper) stop(l *heldLease) (idle bool) {
 	return idle
 }
 
-// watch starts the renewals that are due until no lease is held.
 func (k *leaseKeeper) watch() {
 	every := k.lease / 3
 	ticker := time.NewTicker(k.wakeEvery())
@@ -142,13 +122,12 @@ func (k *leaseKeeper) watch() {
 	}
 }
 
-// wakeEvery is the time between two wake-ups of the watch.
 func (k *leaseKeeper) wakeEvery() time.Duration {
 	return max(k.lease/12, time.Millisecond)
 }
 
-// start starts a renewal of l at now. k.mu must be held, and l held by k,
-// so that stop, which removes l first, cancels it.
+// start starts a renewal of l; k.mu must be held with l in k, so that stop,
+// which removes l first, cancels it.
 func (k *leaseKeeper) start(l *heldLease, now time.Time) {
 	if l.ctx == nil {
 		l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(l.holder.renewalContext()))
@@ -158,12 +137,8 @@ func (k *leaseKeeper) start(l *heldLease, now time.Time) {
 	go k.renew(l, now)
 }
 
-// renew asks the store, once, to extend l, giving it up to one lease to
-// answer. It records a success; a lease the store says is lost is no
-// longer renewed and is reported; any other error is reported, and a later
-// wake-up tries again. A holder that is a renewalObserver is told of each
-// renewal. A renewal that answers after stop has removed l reports nothing;
-// one that answers while stop runs may still report.
+// renew asks the store once, within one lease, to extend l. A renewal that
+// answers after stop removed l reports nothing.
 func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
 	ctx, cancel := context.WithDeadline(l.ctx, started.Add(k.lease))
 	called := time.Now()
@@ -196,16 +171,14 @@ func (k *leaseKeeper) renew(l *heldLease, started time.Time) {
 	}
 }
 
-// doKeepers holds the keepers of Do's leases, one per lease length in use:
-// a keeper is added with the first lease of its length, and removed, its
-// watch ending, with the last.
+// doKeepers holds Do's keepers, one per lease length in use.
 var doKeepers = struct {
 	mu     sync.Mutex
 	byTime map[time.Duration]*leaseKeeper
 }{byTime: make(map[time.Duration]*leaseKeeper)}
 
-// keepDoLease starts renewing l (see leaseKeeper.keep) under the keeper of
-// Do's leases of length lease, and returns that keeper for stopDoLease.
+// keepDoLease starts renewing l under the keeper of Do's leases of length
+// lease, and returns it for stopDoLease.
 func keepDoLease(lease time.Duration, l *heldLease, holder leaseHolder, s store.Store, key string, owner store.Lease, claimedAt time.Time) *leaseKeeper {
 	doKeepers.mu.Lock()
 	defer doKeepers.mu.Unlock()
@@ -218,8 +191,7 @@ func keepDoLease(lease time.Duration, l *heldLease, holder leaseHolder, s store.
 	return k
 }
 
-// stopDoLease ends the renewals of l by k, which keepDoLease returned, and
-// removes k if it is left without a lease.
+// stopDoLease stops l and removes k once it holds no lease.
 func stopDoLease(k *leaseKeeper, l *heldLease) {
 	doKeepers.mu.Lock()
 	defer doKeepers.mu.Unlock()
@@ -228,15 +200,12 @@ func stopDoLease(k *leaseKeeper, l *heldLease) {
 	}
 }
 
-// renewalObserver is a leaseHolder told of each renewal of its lease: how
-// long the store took, and its error (wrapping store.ErrNotOwner if the
-// lease was lost).
+// renewalObserver is a leaseHolder told of each renewal.
 type renewalObserver interface {
 	renewalDone(ctx context.Context, took time.Duration, err error)
 }
 
-// requestLease is the holder of a request's lease: the renewals carry the
-// request's values, and their failures go to the error handler.
+// requestLease holds a request's lease; failures go to the error handler.
 type requestLease struct {
 	m *middleware
 	r *http.Request

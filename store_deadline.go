@@ -9,12 +9,10 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// storeDeadline is the context of a store call that claims or looks at a
-// key (a claim, a transaction's claim, a watch's start): its parent's,
-// ending at the store timeout as well, so that a store that stops
-// answering holds the call no longer than that. A call whose result
-// outlives it (a transaction, a watch) keeps the context once the call has
-// returned: it then ends only with its parent.
+// storeDeadline is the context of a store call that claims or looks at a key:
+// its parent's, ending at the store timeout too. A call whose result outlives
+// it (a transaction, a watch) keeps it, and it then ends only with its
+// parent.
 type storeDeadline struct {
 	context.Context // cancelled by end, or at the deadline
 	deadline        time.Time
@@ -24,10 +22,8 @@ type storeDeadline struct {
 	kept            atomic.Bool
 }
 
-// withStoreDeadline returns the context of a store call: a storeDeadline
-// of parent that ends timeout from now, or with a timeout of 0, parent
-// itself and a nil storeDeadline. The caller calls end, or keep, on d when
-// the store call returns.
+// withStoreDeadline returns parent with a deadline timeout from now (for 0,
+// parent and nil); call end or keep on d when the store call returns.
 func withStoreDeadline(parent context.Context, timeout time.Duration) (ctx context.Context, d *storeDeadline) {
 	if timeout == 0 {
 		return parent, nil
@@ -38,8 +34,8 @@ func withStoreDeadline(parent context.Context, timeout time.Duration) (ctx conte
 	return d, d
 }
 
-// Deadline is the earlier of the store timeout's and the parent's, or
-// once kept, the parent's.
+// Deadline is the earlier of the store deadline and the parent's, or once
+// kept, the parent's.
 func (d *storeDeadline) Deadline() (time.Time, bool) {
 	parent, ok := d.Context.Deadline()
 	if d.kept.Load() || ok && parent.Before(d.deadline) {
@@ -48,8 +44,7 @@ func (d *storeDeadline) Deadline() (time.Time, bool) {
 	return d.deadline, true
 }
 
-// Err reports context.DeadlineExceeded once the store timeout has passed,
-// as a context with a deadline does.
+// Err reports context.DeadlineExceeded once the store timeout has passed.
 func (d *storeDeadline) Err() error {
 	err := d.Context.Err()
 	if err != nil && errors.Is(context.Cause(d.Context), context.DeadlineExceeded) {
@@ -58,7 +53,6 @@ func (d *storeDeadline) Err() error {
 	return err
 }
 
-// end ends d once its store call has returned.
 func (d *storeDeadline) end() {
 	if d == nil {
 		return
@@ -67,9 +61,8 @@ func (d *storeDeadline) end() {
 	d.cancel(nil)
 }
 
-// keep lifts d's deadline for what the store call returned, which then
-// lasts as long as the parent. It reports false if the deadline had
-// already passed: the context has ended, and the call is judged timed out.
+// keep lifts the store deadline, or reports false if it had passed: the call
+// is then judged timed out.
 func (d *storeDeadline) keep() bool {
 	if d == nil {
 		return true
@@ -81,10 +74,8 @@ func (d *storeDeadline) keep() bool {
 	return true
 }
 
-// keepTx keeps d for tx, the transaction a TxStore's BeginClaim returned
-// under d with err, and returns err; d ends if there is no tx to keep it
-// for. A tx whose deadline passed before it was kept is rolled back, and
-// the claim fails as timed out.
+// keepTx keeps d for tx, from BeginClaim, or ends d if there is none. A tx
+// whose deadline passed first is rolled back: the claim timed out.
 func (d *storeDeadline) keepTx(tx store.Tx, err error) (store.Tx, error) {
 	switch {
 	case tx == nil || err != nil:

@@ -18,17 +18,13 @@ import (
 )
 
 // NewTransport returns a client http.RoundTripper over base (nil:
-// http.DefaultTransport) that makes POST and PATCH requests safe to retry.
-// A request without an Idempotency-Key gets a random one (26 characters of
-// base32, 130 bits), the same on every retry; a caller's key, under any
-// spelling of the header name, is kept and sent once. Its body is replayed
-// through GetBody, or buffered up to a limit (TransportMaxBodyBytes; a
-// longer body is sent once, unretried). It retries transport errors, 409
-// key-in-flight, 429 and 503, with exponential backoff and jitter, waiting
-// at least the Retry-After, within an attempt and time budget; never any
-// other status. It stops when the request's context ends. SentKey and
-// Replayed tell what the final response answered. Other methods pass
-// through untouched.
+// http.DefaultTransport) that makes POST and PATCH safe to retry; other
+// methods pass through. A request without an Idempotency-Key gets a random
+// one, the same on every retry; a caller's key is sent once. The body is
+// replayed through GetBody or buffered (TransportMaxBodyBytes; a longer one
+// is sent once). It retries transport errors, 409 key-in-flight, 429 and 503
+// with jittered exponential backoff, at least the Retry-After, within the
+// attempt and time budgets or until the context ends.
 func NewTransport(base http.RoundTripper, opts ...TransportOption) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -40,8 +36,7 @@ func NewTransport(base http.RoundTripper, opts ...TransportOption) http.RoundTri
 	return t
 }
 
-// SentKey returns the Idempotency-Key the request answered by resp was
-// sent with: the transport's own, or the caller's.
+// SentKey returns the Idempotency-Key resp's request was sent with.
 func SentKey(resp *http.Response) string {
 	if resp == nil || resp.Request == nil {
 		return ""
@@ -49,8 +44,7 @@ func SentKey(resp *http.Response) string {
 	return resp.Request.Header.Get(httpx.KeyHeader)
 }
 
-// Replayed reports whether resp is a stored response replayed by the
-// server (Idempotent-Replayed: true), not the answer of a run of its own.
+// Replayed reports whether resp is a replay (Idempotent-Replayed: true).
 func Replayed(resp *http.Response) bool {
 	return resp != nil && resp.Header.Get(replayedHeader) == "true"
 }
@@ -60,8 +54,7 @@ type transport struct {
 	transportConfig
 }
 
-// keyedRequest is the copy of a request the transport gives a key, and
-// the key's header value, in one allocation.
+// keyedRequest is a keyed request and its key's value, in one allocation.
 type keyedRequest struct {
 	req http.Request
 	key [1]string
@@ -71,7 +64,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodPost && req.Method != http.MethodPatch {
 		return t.base.RoundTrip(req)
 	}
-	copied := false // req is a copy of the caller's, which is never changed
+	copied := false // the caller's req is never changed
 	if req.Header.Get(httpx.KeyHeader) == "" {
 		req, copied = keyed(req), true
 	}
@@ -92,11 +85,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.send(req, getBody)
 }
 
-// keyed returns a copy of req with its key under the canonical header name,
-// where Go's transport looks for it before resending a request on a dead
-// connection: the caller's key, set under another spelling of the name,
-// or else a new random one. No other spelling of the name is kept, so one
-// key is sent.
+// keyed returns a copy of req whose key is under the canonical name alone,
+// where Go's transport looks before resending on a dead connection: the
+// caller's key, or a new random one.
 func keyed(req *http.Request) *http.Request {
 	k := &keyedRequest{req: *req}
 	k.req.Header = make(http.Header, len(req.Header)+1)
@@ -115,8 +106,8 @@ func keyed(req *http.Request) *http.Request {
 	return &k.req
 }
 
-// send sends req, whose body getBody renews, until an answer that is not
-// retried, or the budget or req's context ends.
+// send sends req until an answer not retried, or the budgets or the context
+// end.
 func (t *transport) send(req *http.Request, getBody func() (io.ReadCloser, error)) (*http.Response, error) {
 	ctx := req.Context()
 	start := time.Now()
@@ -147,10 +138,8 @@ func (t *transport) send(req *http.Request, getBody func() (io.ReadCloser, error
 	}
 }
 
-// replayableBody returns a function that gives req's body afresh for a
-// retry, buffering it if req has no GetBody, or nil if the body is over
-// the limit. When it read from req's body, first is the body to send in
-// its place: what it read, and for a body over the limit, the rest.
+// replayableBody returns a function that gives req's body afresh, or nil if
+// the body is over the limit. If it read req's body, first replaces it.
 func (t *transport) replayableBody(req *http.Request) (getBody func() (io.ReadCloser, error), first io.ReadCloser, err error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
@@ -173,8 +162,8 @@ func (t *transport) replayableBody(req *http.Request) (getBody func() (io.ReadCl
 	return getBody, first, nil
 }
 
-// retryable reports whether the answer to an attempt is worth another, and
-// the Retry-After the server asked for.
+// retryable reports whether an answer is worth another attempt, and its
+// Retry-After.
 func retryable(resp *http.Response, err error) (retry bool, after time.Duration) {
 	if err != nil {
 		return true, 0
@@ -191,8 +180,8 @@ func retryable(resp *http.Response, err error) (retry bool, after time.Duration)
 	return true, retryAfter(resp.Header.Get("Retry-After"))
 }
 
-// problemType returns the type of a problem+json response, leaving its
-// body to be read again.
+// problemType returns a problem+json response's type, leaving its body
+// readable.
 func problemType(resp *http.Response) string {
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
 		return ""
@@ -206,8 +195,8 @@ func problemType(resp *http.Response) string {
 	return p.Type
 }
 
-// retryAfter parses a Retry-After header, in seconds or as an HTTP date;
-// a wait longer than a time.Duration holds is the longest one.
+// retryAfter parses a Retry-After header, capped at the longest
+// time.Duration.
 func retryAfter(v string) time.Duration {
 	if v == "" {
 		return 0
@@ -225,7 +214,6 @@ func retryAfter(v string) time.Duration {
 	return 0
 }
 
-// sleep waits d, or until ctx ends, with its error.
 func sleep(ctx context.Context, d time.Duration) error {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -237,14 +225,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// drain reads what is left of a response that is not returned, so its
-// connection may be reused, and closes it.
+// drain reads and closes a dropped response, so its connection is reused.
 func drain(body io.ReadCloser) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 	_ = body.Close()
 }
 
-// readCloser reads from one reader and closes another.
 type readCloser struct {
 	io.Reader
 	io.Closer

@@ -23,33 +23,30 @@ func defaultTransportConfig() transportConfig {
 	}
 }
 
-// TransportMaxAttempts sets how many times, the first included, the
-// transport sends one request. Defaults to 5.
+// TransportMaxAttempts sets how many times, the first included, a request is
+// sent. Defaults to 5.
 func TransportMaxAttempts(n int) TransportOption {
 	n = positive("TransportMaxAttempts", "n", n)
 	return func(c *transportConfig) { c.maxAttempts = n }
 }
 
-// TransportMaxElapsed sets the time budget of one request and its retries,
-// from its first sending: no retry starts after it, or whose delay would
-// end after it. Defaults to 30 seconds.
+// TransportMaxElapsed sets the time budget of a request and its retries; no
+// retry starts, or waits, past it. Defaults to 30 seconds.
 func TransportMaxElapsed(d time.Duration) TransportOption {
 	d = positive("TransportMaxElapsed", "d", d)
 	return func(c *transportConfig) { c.maxElapsed = d }
 }
 
-// TransportMaxBodyBytes sets the largest request body the transport
-// buffers to send again when the request has no GetBody; a longer one is
-// sent once, never retried. Defaults to 1 MiB.
+// TransportMaxBodyBytes sets the largest body buffered for a retry when the
+// request has no GetBody; a longer one is sent once. Defaults to 1 MiB.
 func TransportMaxBodyBytes(n int64) TransportOption {
 	n = positive("TransportMaxBodyBytes", "n", n)
 	return func(c *transportConfig) { c.maxBodyBytes = n }
 }
 
-// TransportBackoff sets the delay before the first retry, doubled before
-// each next one up to max; each delay is drawn at random from its upper
-// half, and is at least the Retry-After the server sent. Defaults to 100
-// milliseconds and 5 seconds.
+// TransportBackoff sets the delay before the first retry, doubled up to max,
+// each drawn from its upper half and at least the Retry-After sent. Defaults
+// to 100 milliseconds and 5 seconds.
 func TransportBackoff(first, max time.Duration) TransportOption {
 	first = positive("TransportBackoff", "first", first)
 	if max < first {
