@@ -29,7 +29,8 @@ func (m *middleware) releases(r *http.Request, c *claimedCall, status int, ended
 
 // DefaultRecordPolicy is the record policy unless WithRecordPolicy sets
 // another: it records every status but a 5xx and the 4xx a retry may cure
-// (408, 409, 425, 429), whose keys are released.
+// (408, 409, 425, 429), whose keys are released. A policy of one's own
+// may call it for the statuses it leaves alone.
 func DefaultRecordPolicy(_ *http.Request, status int) bool {
 	switch {
 	case status >= 500:
