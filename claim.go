@@ -98,11 +98,11 @@ func (m *middleware) answerFromRecord(w http.ResponseWriter, r *http.Request, c 
 }
 
 // storeFailed answers a request whose claim the store could not decide:
-// 503, or with fail-open, the handler runs unprotected. Never unprotected
-// if the request's context has ended (the client's retry would run it
-// again: 503 request-interrupted, a hang-up not reported as a store error)
-// or if it is waiting (the first request may still run; a waiter whose
-// context ended gets 409, as on a timeout).
+// 503, or with fail-open, the handler runs unprotected. It never runs
+// unprotected once the request's context has ended (the client's retry
+// would run it again; it gets 503 request-interrupted, and a hang-up is
+// not reported as a store error), nor while waiting, as the first request
+// may still run; a waiter whose context ended gets 409.
 func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, c *call, err error) {
 	ended := r.Context().Err()
 	switch {

@@ -4,14 +4,14 @@
 // the store, gets that response replayed with Idempotent-Replayed: true.
 //
 // A request whose method is not protected (POST and PATCH by default)
-// passes through. A missing key passes through unprotected, or gets 400
-// with WithKeyRequired; a body over the limit gets 413. A key in flight
-// gets 409 with Retry-After (or waits, with WithWait); a key reused with a
-// different request gets 422; a store error gets 503 unless WithFailOpen.
-// Error responses are application/problem+json (see the Problem* types).
-// A handler sees its key through FromContext; DoNotRecord keeps its
-// response from being recorded.
-// See the README and docs/usage.md for the full rules.
+// passes through. A missing key passes through unprotected (400 with
+// WithKeyRequired); a malformed key gets 400, a body over the limit 413.
+// A key in flight gets 409 with Retry-After (or waits, with WithWait); a
+// key reused for a different request gets 422; a store error gets 503
+// unless WithFailOpen. Error responses are application/problem+json (see
+// the Problem* types). A handler sees its key through FromContext, and
+// DoNotRecord keeps its response from being recorded. The README and
+// docs/usage.md give the full rules.
 package idempotency
 
 import (

@@ -17,7 +17,7 @@ import (
 type replayCache struct {
 	maxAge time.Duration
 	seed   maphash.Seed
-	mask   uint64 // len(shards) - 1, a power of two less one
+	mask   uint64 // len(shards) - 1; len(shards) is a power of two
 	shards []cacheShard
 }
 

@@ -44,8 +44,9 @@ type backoff struct{ first, max time.Duration }
 // store.Watcher, each look comes after a watch has started, so no later
 // change goes unseen; each round's watch starts before the last stops, so
 // a shared subscription survives. The timer covers lost wake-ups, lapsed
-// leases and failed watches: b.first at first (the caller's look preceded
-// the watch), then b.max with a watch, doubling without. ctx is checked
+// leases and failed watches: b.first at first (a change between the
+// caller's look and the watch may go unseen), then b.max with a watch,
+// doubling without. ctx is checked
 // whatever woke the loop: a caller whose context ended must not claim. A
 // wake-up that finds the key still in flight delays the next look
 // (firstHold, doubling to b.max), so watches that keep firing cannot
