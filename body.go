@@ -11,24 +11,19 @@ import (
 
 var errBodyTooLarge = errors.New("idempotency: request body too large")
 
-// bufferedBody reads a request body that the middleware has read whole
-// into memory, in place of the original: the handler's body, and the one
-// the scope, route and fingerprint functions may read.
+// bufferedBody replaces a request body the middleware has read whole.
 type bufferedBody struct{ bytes.Reader }
 
 func (b *bufferedBody) Close() error { return nil }
 
-// newBufferedBody returns a bufferedBody that reads data from its start.
 func newBufferedBody(data []byte) *bufferedBody {
 	b := new(bufferedBody)
 	b.Reset(data)
 	return b
 }
 
-// readBody reads r's whole body, at most limit bytes; a request without a
-// body reads as empty (nil). A longer body, by its Content-Length or by
-// what arrives, is errBodyTooLarge; so is a body that an
-// http.MaxBytesReader around it (an outer, smaller limit) cut off.
+// readBody reads r's whole body, nil if none. A body over limit, announced
+// or sent, or cut off by an outer http.MaxBytesReader, is errBodyTooLarge.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errBodyTooLarge
@@ -39,21 +34,18 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	return readAtMost(r.Body, r.ContentLength, limit)
 }
 
-// firstRead is the most readAtMost allocates before body bytes arrive: an
-// announced Content-Length is a claim, not bytes, and a client that
-// announces a large body and sends nothing must not cost the server that
+// firstRead is the most readAtMost allocates before bytes arrive: a
+// client announcing a large body and sending nothing must not cost that
 // much memory.
 const firstRead = 4 << 10
 
-// readAtMost reads body to its end; if it holds more than limit bytes it
-// returns errBodyTooLarge. The buffer starts at size (the announced length,
-// when known: >= 0) or firstRead, whichever is less, and doubles as bytes
-// fill it, never past what size and limit allow, so a body of the
-// announced length ends in a buffer of that length.
+// readAtMost reads body to its end, or errBodyTooLarge past limit. The
+// buffer doubles as it fills, capped so a body of the announced size (-1:
+// unknown) ends in a buffer of that size.
 func readAtMost(body io.Reader, size, limit int64) ([]byte, error) {
-	most := limit + 1 // room for one byte over the limit, to detect it
+	most := limit + 1 // one byte over detects the limit
 	if size >= 0 {
-		most = min(size+1, most) // room to read the end of the body
+		most = min(size+1, most) // room to read EOF
 	}
 	buf := make([]byte, 0, min(most, firstRead))
 	for {
@@ -78,9 +70,8 @@ func readAtMost(body io.Reader, size, limit int64) ([]byte, error) {
 	}
 }
 
-// grow returns buf, which is full, in a buffer of twice its capacity, or of
-// most if that is less but still more than buf holds (a body longer than
-// announced grows on by doubling).
+// grow returns full buf in a buffer of twice its capacity, or of most if
+// that is less yet larger.
 func grow(buf []byte, most int64) []byte {
 	next := int64(2 * cap(buf))
 	if most > int64(cap(buf)) {
@@ -89,20 +80,16 @@ func grow(buf []byte, most int64) []byte {
 	return append(make([]byte, 0, next), buf...)
 }
 
-// lingerBytes and lingerTime bound what drainRefused reads of a body it
-// refuses.
 const (
 	lingerBytes = 4 << 20
 	lingerTime  = 5 * time.Second
 )
 
-// drainRefused prepares the 413 of a request whose body is over the limit:
-// it reads and discards what the client is still sending, up to
-// lingerBytes within lingerTime: a server that answers and closes the
-// connection while its client still sends resets it, and the client then
-// loses the answer. A body announced as longer than that is not read, nor
-// one whose client waits for 100 Continue before sending it; and none is
-// read if the connection's read deadline cannot be set to bound it.
+// drainRefused discards what a client refused with 413 is still sending,
+// up to lingerBytes within lingerTime: closing while the client sends
+// resets the connection, and the client loses the answer. It reads nothing
+// for a longer announced body, a client awaiting 100 Continue, or a
+// connection whose read deadline cannot be set.
 func drainRefused(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength <= lingerBytes && !expectsContinue(r) {
 		rc := http.NewResponseController(w)
@@ -113,8 +100,6 @@ func drainRefused(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// expectsContinue reports whether r's client waits for a 100 Continue
-// response before it sends the body.
 func expectsContinue(r *http.Request) bool {
 	return r.ProtoAtLeast(1, 1) && strings.EqualFold(r.Header.Get("Expect"), "100-continue")
 }

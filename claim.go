@@ -11,8 +11,7 @@ import (
 )
 
 // claim claims c's key and runs the handler, or answers from the record
-// that already holds the key, kept in the replay cache or found in the
-// store: a replay, a 422, or for a key in flight, a 409 or a wait.
+// holding it (replay cache or store): a replay, a 422, a 409 or a wait.
 func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
 	if rec, ok := m.cache.get(c.key); ok && m.answerFromRecord(w, r, c, rec) {
 		return
@@ -29,10 +28,9 @@ func (m *middleware) claim(w http.ResponseWriter, r *http.Request, c *call) {
 	m.decided(r, c, OutcomeKeyInFlight)
 }
 
-// tryClaim makes one attempt at c's key: it runs the handler if it
-// claims the key, or answers from the record holding it, which it keeps in
-// the replay cache if done. It reports false, having written nothing, when
-// the key is in flight for the same request.
+// tryClaim makes one attempt at c's key: it runs the handler if it claims
+// it, or answers from the record holding it. It reports false, having
+// written nothing, when the key is in flight for the same request.
 func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
 	if m.txStore != nil {
 		return m.tryClaimInTx(w, r, c, token)
@@ -42,7 +40,7 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 	rec, claimed, err := m.store.Claim(ctx, c.key, c.fingerprint, token, m.lease)
 	deadline.end()
 	if claimed && err == nil {
-		m.run(w, r, c, rec.Owner, claimedAt) // reports the claim (see serve)
+		m.run(w, r, c, rec.Owner, claimedAt) // serve reports the claim
 		return true
 	}
 	m.storeCalled(r.Context(), StoreClaim, claimedAt, err)
@@ -54,8 +52,7 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 	return m.answerFromRecord(w, r, c, rec)
 }
 
-// tryClaimInTx is tryClaim for a store that claims inside a transaction the
-// handler joins (store.TxStore).
+// tryClaimInTx is tryClaim for a store.TxStore.
 func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *call, token string) bool {
 	claimedAt, sent := m.storeStart(), m.cache.now()
 	ctx, deadline := withStoreDeadline(r.Context(), m.storeTimeout)
@@ -76,10 +73,8 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 	return m.answerFromRecord(w, r, c, rec)
 }
 
-// answerFromRecord answers a request whose key is held by rec, unless rec
-// is in flight for the same request: a different fingerprint gets 422, a
-// completed record is replayed, an unreplayable one gets 409. It reports
-// whether it answered.
+// answerFromRecord answers from rec, unless rec is in flight for the same
+// request, and reports whether it answered.
 func (m *middleware) answerFromRecord(w http.ResponseWriter, r *http.Request, c *call, rec store.Record) bool {
 	var outcome Outcome
 	switch {
@@ -90,8 +85,8 @@ func (m *middleware) answerFromRecord(w http.ResponseWriter, r *http.Request, c 
 		m.replay(w, rec.Response)
 		outcome = OutcomeReplayed
 	case rec.State == store.StateCompleted, rec.State == store.StateUnreplayable:
-		// A completed record without its response (a faulty store) is
-		// answered as one that could not be stored, never run again.
+		// A completed record without a response (a faulty store) is
+		// never run again.
 		m.writeProblem(w, r, problemNotReplayable)
 		outcome = OutcomeNotReplayable
 	default:
@@ -102,16 +97,12 @@ func (m *middleware) answerFromRecord(w http.ResponseWriter, r *http.Request, c 
 	return true
 }
 
-// storeFailed answers c's request, whose claim the store could not decide:
-// 503, or with fail-open, the handler runs unprotected. A request whose own
-// context has ended (its deadline passed, or its client hung up, which is
-// likely why the claim failed) never runs unprotected: that would let the
-// client's retry run it again. It gets 503 request-interrupted, which a
-// client that hung up never reads, and a client hanging up is not reported
-// as a store error. Nor does a waiting request run unprotected: it has seen
-// its key in flight, so the first request may still be running. A poll that
-// fails gets 503; one cut off by the waiter's own context ends the wait as
-// a timeout does, with 409.
+// storeFailed answers a request whose claim the store could not decide:
+// 503, or with fail-open, the handler runs unprotected. It never runs
+// unprotected once the request's context has ended (the client's retry
+// would run it again; it gets 503 request-interrupted, and a hang-up is
+// not reported as a store error), nor while waiting, as the first request
+// may still run; a waiter whose context ended gets 409.
 func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, c *call, err error) {
 	ended := r.Context().Err()
 	switch {

@@ -1,28 +1,17 @@
 // Package idempotency is net/http middleware that honours the
 // Idempotency-Key request header: the first request with a key runs the
-// handler and its response is stored; every duplicate, on whichever process
-// it lands, gets that stored response replayed instead of running the
-// handler again.
+// handler and its response is stored; a duplicate, on any process sharing
+// the store, gets that response replayed with Idempotent-Replayed: true.
 //
-// The rules, in the order the middleware applies them:
-//   - A request whose method is not protected (POST and PATCH by default)
-//     passes through untouched.
-//   - A request without a key passes through unprotected, or gets 400 when
-//     the key is required; a malformed key, or two key headers, get 400.
-//   - A body over the limit gets 413. The body is read whole, fingerprinted,
-//     and handed on to the handler intact.
-//   - The record is looked up under scope + method + route + key. A new key
-//     is claimed and the handler runs once; a completed key with the same
-//     fingerprint is replayed with Idempotent-Replayed: true; a key still in
-//     flight gets 409 with Retry-After (or, with WithWait, the request waits
-//     for the response); a key first used with a different fingerprint gets
-//     422; a store error gets 503 unless WithFailOpen is set.
-//
-// Every error response the middleware writes itself carries one of the
-// Problem* type URIs, as application/problem+json unless WithProblemWriter
-// writes it otherwise. A handler running under a claimed key sees it
-// through FromContext, and may keep its response from being recorded with
-// DoNotRecord.
+// A request whose method is not protected (POST and PATCH by default)
+// passes through. A missing key passes through unprotected (400 with
+// WithKeyRequired); a malformed key gets 400, a body over the limit 413.
+// A key in flight gets 409 with Retry-After (or waits, with WithWait); a
+// key reused for a different request gets 422; a store error gets 503
+// unless WithFailOpen. Error responses are application/problem+json (see
+// the Problem* types). A handler sees its key through FromContext, and
+// DoNotRecord keeps its response from being recorded. The README and
+// docs/usage.md give the full rules.
 package idempotency
 
 import (
@@ -35,9 +24,9 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// New returns the middleware. Its default store is an in-memory store that
-// protects one process only; pass WithStore for several. Misconfiguration
-// panics here, never at request time.
+// New returns the middleware. The default store is in memory and protects
+// one process only; pass WithStore for several. Misconfiguration panics
+// here, never at request time.
 func New(opts ...Option) func(http.Handler) http.Handler {
 	c := defaultConfig()
 	for _, opt := range opts {
@@ -77,37 +66,34 @@ type middleware struct {
 	leases leaseKeeper
 }
 
-// call is one protected request on its way through the middleware, from
-// the reading of its body to its outcome. ServeHTTP keeps it in its own
-// frame; a request that claims its key moves it into a claimedCall, for
-// its handler's run (newClaimedCall), so that a duplicate answered from a
-// record allocates nothing for a run it does not make.
+// call is one protected request. It lives in ServeHTTP's frame; only a
+// request that claims its key moves it into a claimedCall, so a duplicate
+// allocates nothing for a run it does not make.
 type call struct {
 	key         string // storage key: scope, method, route and client key
 	clientKey   string
 	fingerprint string
-	token       string     // the owner token of this request's claims
-	body        []byte     // read whole (see readBody)
-	fence       int64      // of the claim the handler runs under
-	waiting     bool       // the key was found in flight, and the request waits (WithWait)
-	handlerRan  bool       // for the observer (WithObserver), with handlerTime
-	waitStart   sinceEpoch // of the wait, if waiting
+	token       string // the owner token of this request's claims
+	body        []byte // read whole (see readBody)
+	fence       int64  // of the claim the handler runs under
+	waiting     bool   // the key was in flight and the request waits (WithWait)
+	handlerRan  bool
+	waitStart   sinceEpoch
 	handlerTime time.Duration
 }
 
-// claimedCall is a call whose request claimed its key, with what its
-// handler runs under, in one allocation: the handler's request and body,
-// the recorder, the lease and the stored response.
+// claimedCall is a call whose request claimed its key, with everything its
+// handler's run needs, in one allocation.
 type claimedCall struct {
 	call
-	handlerBody bufferedBody // the handler's request body, over call.body
+	handlerBody bufferedBody
 	rec         httpx.Recorder
 	lease       heldLease
-	holder      requestLease // of lease
+	holder      requestLease
 	stored      store.Response
-	record      detachedDeadline // the first record call's context (see recordContext)
+	record      detachedDeadline // see recordContext
 	recordUsed  bool
-	handler     handlerRequest // the request the handler gets
+	handler     handlerRequest
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -168,17 +154,14 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.claim(w, r, &c)
 }
 
-// readsRequest reports whether a function of the user's gets the request
-// before the claim (WithScope, WithRoute, WithFingerprint), which may read
-// its body: r.Body then reads the buffered body.
+// readsRequest reports whether a user function (WithScope, WithRoute,
+// WithFingerprint) may read the body before the claim.
 func (m *middleware) readsRequest() bool {
 	return m.scope != nil || m.route != nil || m.fingerprint != nil
 }
 
-// setStrings sets c's storage key, fingerprint and owner token, the first
-// from the route (the default one, or m's route function), the second from
-// m's fingerprint function given body. The three share one allocation
-// unless the fingerprint function is the application's own.
+// setStrings sets c's storage key, fingerprint and owner token, in one
+// allocation unless the fingerprint function is the application's own.
 func (c *call) setStrings(m *middleware, r *http.Request, scope string, body []byte) {
 	var scratch [256]byte
 	buf := scratch[:0]

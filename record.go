@@ -10,13 +10,11 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// releases reports whether the response the handler wrote for c's
-// request r, with status (0: nothing written), frees the key for a retry
-// rather than being recorded. ended tells whether r's context had ended
-// when the handler returned: the work is then judged unfinished unless it
-// wrote a 2xx or 3xx, whatever the record policy says. A hijacked
-// connection is recorded, and the policy is not asked about it. A handler
-// that called DoNotRecord is always released.
+// releases reports whether the handler's response (status 0: nothing
+// written) frees the key for a retry rather than being recorded: always
+// after DoNotRecord; never for a hijacked connection; when r's context had
+// ended, unless it wrote a 2xx or 3xx (its client may hold the answer);
+// else as the record policy says.
 func (m *middleware) releases(r *http.Request, c *claimedCall, status int, ended, hijacked bool) bool {
 	switch {
 	case c.handler.ctx.doNotRecord.Load():
@@ -31,9 +29,8 @@ func (m *middleware) releases(r *http.Request, c *claimedCall, status int, ended
 
 // DefaultRecordPolicy is the record policy unless WithRecordPolicy sets
 // another: it records every status but a 5xx and the 4xx a retry may cure
-// (408 Request Timeout, 409 Conflict, 425 Too Early, 429 Too Many
-// Requests), whose keys are released. A policy of one's own may call it
-// for the statuses it leaves alone.
+// (408, 409, 425, 429), whose keys are released. A policy of one's own
+// may call it for the statuses it leaves alone.
 func DefaultRecordPolicy(_ *http.Request, status int) bool {
 	switch {
 	case status >= 500:
@@ -46,22 +43,20 @@ func DefaultRecordPolicy(_ *http.Request, status int) bool {
 	}
 }
 
-// storedResponse is the replayable part of what the handler wrote for r:
-// status, allow-listed headers and body.
+// storedResponse is the replayable part of what the handler wrote.
 func (m *middleware) storedResponse(r *http.Request, rec *httpx.Recorder) store.Response {
 	status, header := rec.Status(), rec.SentHeader()
 	if status == 0 {
-		// Nothing written: net/http sends 200 with the header map as it
-		// is, which toStore must not filter in place.
+		// Nothing written: net/http still sends this header map, which
+		// toStore must not filter in place.
 		status, header = http.StatusOK, header.Clone()
 	}
 	return m.toStore(r, status, header, rec.Body())
 }
 
-// complete records c's finished request: resp for replay, or nil for done
-// but not replayable, and keeps the record in the replay cache once the
-// store has it. It runs even if the client has gone away, within the
-// record timeout, and is sent again on connection errors (see resend).
+// complete records c's outcome: resp for replay, or nil for done but not
+// replayable. It runs even if the client has gone away, within the record
+// timeout, and is resent on connection errors.
 func (m *middleware) complete(r *http.Request, c *claimedCall, owner store.Lease, resp *store.Response) {
 	ctx := m.recordContext(r, c)
 	defer ctx.stop()
@@ -77,13 +72,10 @@ func (m *middleware) complete(r *http.Request, c *claimedCall, owner store.Lease
 	m.cache.put(c.key, m.cache.completed(&c.call, resp), sent, m.retention)
 }
 
-// release frees c's claim, if still ours, so a retry may run. A release
-// the store refuses with store.ErrNotOwner (the lease was lost, and the key
-// perhaps taken over, while the handler ran) is reported, as a refused
-// complete is: the handler may have run beside another (or, right after a
-// connection error, a first try took effect). Like complete, it runs
-// within the record timeout even if the client has gone away, and is sent
-// again on connection errors.
+// release frees c's claim, if still ours, so a retry may run; like
+// complete it outlives the client and is resent. store.ErrNotOwner is
+// reported: the lease was lost while the handler ran, which may have run
+// beside another.
 func (m *middleware) release(r *http.Request, c *claimedCall, owner store.Lease) {
 	ctx := m.recordContext(r, c)
 	defer ctx.stop()
@@ -95,8 +87,7 @@ func (m *middleware) release(r *http.Request, c *claimedCall, owner store.Lease)
 	}
 }
 
-// rollback abandons the transaction of c's request, which must not be
-// recorded, within the record timeout.
+// rollback abandons c's transaction within the record timeout.
 func (m *middleware) rollback(r *http.Request, c *claimedCall, tx store.Tx) {
 	ctx := m.recordContext(r, c)
 	defer ctx.stop()
@@ -108,13 +99,10 @@ func (m *middleware) rollback(r *http.Request, c *claimedCall, tx store.Tx) {
 	}
 }
 
-// recordContext returns the context of a store call that records the
-// outcome of r, c's request (complete, release, commit, rollback):
-// detached from r's cancellation, and ending after the record timeout
-// (WithRecordTimeout, else the lease), so that a store that stops
-// answering holds the request no longer than that. The caller must call
-// stop when the call returns. The first is c's own, allocated with it; any
-// later one is new, since a store may still hold an earlier one.
+// recordContext returns the context of a store call that records c's
+// outcome: detached from r's cancellation, ending after the record
+// timeout. The caller must call stop. Only the first reuses c's; a store
+// may still hold an earlier one.
 func (m *middleware) recordContext(r *http.Request, c *claimedCall) *detachedDeadline {
 	timeout := cmp.Or(m.recordTimeout, m.lease)
 	if c.recordUsed {

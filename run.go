@@ -9,27 +9,12 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// run runs the handler for r, whose key this process has just claimed
-// under owner (the claim was sent at claimedAt), with r's call, claimed,
-// moved into a claimedCall of its own and in the handler's context
-// (FromContext), renewing the lease while it runs, then records or
-// releases the key:
-//   - a panic of the handler or of the record policy releases the key so a
-//     retry may run; the panic is re-raised;
-//   - so does a request context that ended before the handler returned,
-//     unless the handler wrote a 2xx or 3xx status: then its work is done
-//     and its client may hold the answer, so it is recorded as below and
-//     a retry replays it instead of doing the work again. A handler cut
-//     short before it wrote anything gets 503 request-interrupted sent for
-//     it, not net/http's empty 200;
-//   - so does a handler's DoNotRecord, and a status the record policy
-//     refuses (by default a 5xx, or a 408, 409, 425 or 429);
-//   - a hijacked or flushed response, one over the response limit, one
-//     with trailers, one whose body is short of its Content-Length, or one
-//     whose body could not all be written to the client (it hung up, or a
-//     timeout handler outside took over) marks the key done but not
-//     replayable;
-//   - any other response is stored for replay.
+// run runs the handler under the key just claimed for owner, renewing the
+// lease meanwhile, then records or releases the key (see releases). A
+// panic releases it and is re-raised; a handler cut short before writing
+// gets 503 request-interrupted, not net/http's empty 200. A hijacked,
+// flushed, oversized, trailered, short or partly sent response is marked
+// done but not replayable; any other is stored for replay.
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, owner store.Lease, claimedAt time.Time) {
 	c, r := newClaimedCall(r, r.Context(), claimed)
 	rec := &c.rec
@@ -46,8 +31,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, 
 		if decided {
 			return
 		}
-		// The handler, the record policy or the observer panicked: the
-		// deferred call runs while panicking.
+		// The handler, the record policy or the observer panicked.
 		m.leases.stop(lease)
 		m.release(r, c, owner)
 		m.decided(r, &c.call, OutcomeReleased)
@@ -62,8 +46,8 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, 
 	case release:
 		m.release(r, c, owner)
 		if rec.Status() == 0 && ended && !rec.Hijacked() {
-			// Cut short before it wrote anything (see releases): the
-			// request did not complete, and its cookie is not sent either.
+			// Cut short before writing: the cookie of a request that did
+			// not complete is not sent.
 			w.Header().Del("Set-Cookie")
 			m.writeRetryableProblem(w, r, problemRequestInterrupted)
 		}
@@ -77,23 +61,12 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, 
 	m.decided(r, &c.call, outcomeOf(release))
 }
 
-// runInTx runs the handler inside the claim's transaction, with c in its
-// context (FromContext), and holds its response back until the outcome is
-// decided:
-//   - a panic of the handler or of the record policy, a request context
-//     that ended before the handler returned (unless it wrote a 2xx or 3xx
-//     status, as in run), a handler's DoNotRecord, or a status the record
-//     policy refuses rolls the transaction back (the handler's writes and
-//     the claim together); the response is sent as written, or 503
-//     request-interrupted if the context ended before the handler wrote
-//     anything, and a panic is re-raised;
-//   - otherwise the response is stored (or, over the response limit,
-//     with trailers, or with a body short of its Content-Length, the key
-//     marked done but not replayable) and the transaction committed;
-//     only then is the response sent. If the commit fails, or does not
-//     answer within the record timeout, the client gets 503 instead; a
-//     retry with the same key runs the request, or, if the commit did land
-//     before its connection was lost, replays it.
+// runInTx runs the handler inside the claim's transaction and holds its
+// response back until the outcome is decided. Where run would release, the
+// transaction (handler writes and claim together) is rolled back and the
+// response sent as written. Otherwise the response is stored and the
+// transaction committed, and only then sent; a failed commit gets 503,
+// and a retry runs again or, if the commit landed, replays.
 func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *claimedCall, tx store.Tx, claimedAt time.Time) {
 	held := httpx.NewHeld(w)
 	decided := false
@@ -106,7 +79,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *claimedC
 	m.serve(held, r, &c.call, claimedAt)
 	status := held.Status()
 	if !held.Wrote() {
-		status = 0 // as run sees it: 200 only if the request was not cut short
+		status = 0 // as run sees it
 	}
 	ended := r.Context().Err() != nil
 	release := m.releases(r, c, status, ended, false)
@@ -143,11 +116,9 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *claimedC
 	m.decided(r, &c.call, OutcomeExecuted)
 }
 
-// serve tells the observer of the claim that r's call c won (sent at
-// claimedAt), then runs the handler with w, noting in c that it ran and,
-// if the observer needs it, for how long, whether it returns or panics.
-// run and runInTx call it once they will release the key if anything
-// panics, the observer included.
+// serve reports the won claim to the observer, then runs the handler,
+// noting in c that it ran and for how long, even on a panic. Callers must
+// already release the key on a panic, the observer's included.
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, c *call, claimedAt time.Time) {
 	m.storeCalled(r.Context(), StoreClaim, claimedAt, nil)
 	m.waitEnded(r, c, WaitClaimed)
@@ -161,8 +132,6 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, c *call, clai
 	m.next.ServeHTTP(w, r)
 }
 
-// outcomeOf is the outcome of a request whose handler ran under its
-// claim, released or recorded.
 func outcomeOf(released bool) Outcome {
 	if released {
 		return OutcomeReleased

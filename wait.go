@@ -8,16 +8,12 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// waitPolls is when a request waiting on an in-flight key (WithWait, and
-// Do's DoWait) looks at it again without a wake-up.
+// waitPolls paces the looks of WithWait and DoWait at an in-flight key.
 var waitPolls = backoff{first: 10 * time.Millisecond, max: 250 * time.Millisecond}
 
-// waitForRecord waits for the key of a request whose duplicate is in
-// flight until it completes (replay), is released or lapses (this request
-// claims it and runs), or the wait times out (409). The request's own
-// context ending (its deadline, or its client hanging up) ends the wait as
-// a timeout does, with 409. A look the store fails gets 503, never the
-// handler run unprotected (see storeFailed).
+// waitForRecord waits on an in-flight key until it completes (replay), is
+// released or lapses (this request claims it), or the wait or the
+// request's context ends (409). A failed look gets 503 (see storeFailed).
 func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *call, token string) {
 	c.waiting, c.waitStart = true, now()
 	switch waitPolls.poll(r.Context(), m.wait, m.store, m.storeTimeout, c.key, func() bool { return m.tryClaim(w, r, c, token) }) {
@@ -32,7 +28,6 @@ func (m *middleware) waitForRecord(w http.ResponseWriter, r *http.Request, c *ca
 	m.decided(r, c, OutcomeKeyInFlight)
 }
 
-// How a poll ended.
 type pollEnd int
 
 const (
@@ -41,37 +36,21 @@ const (
 	polledInterrupted                // ctx ended
 )
 
-// backoff is when a waiting loop looks at its key again if nothing wakes
-// it: after first, then at intervals doubling up to max.
+// backoff paces a waiting loop: first, then doubling up to max.
 type backoff struct{ first, max time.Duration }
 
-// poll calls try, which looks at key in s, each time key may have changed,
-// until try reports done, wait has passed, or ctx ends; the caller has
-// looked once before poll. If s is a store.Watcher, each look comes after
-// a watch of key has started (or failed to within storeTimeout), so that
-// no change after the look goes unseen, and the watch lasts until the next
-// wake-up: through the try, and so through the handler's or fn's run if
-// the try claims the key. Each
-// round's watch starts before the last one stops, so that a store that
-// shares one subscription among a key's watches keeps it. A watch ends
-// with the wait at the latest. A timer following b is the fallback: for a
-// wake-up that never comes, and for a round whose Watch failed. ctx is
-// checked whichever woke the loop: when several were ready, select may
-// have taken another, and a caller whose context ended must not claim.
-//
-// The first wait is b.first even with a watch: the caller's look came
-// before the watch, and a store that cannot tell at once that the key has
-// left the flight (one that subscribes, say) misses a change in between.
-// After that, a round with a watch waits b.max: only a lost wake-up (a
-// dropped connection) or a lease that lapsed without a release is left for
-// the timer, and b.max bounds how late either is noticed, as it does for a
-// loop that only polls. A round without a watch doubles the interval.
-//
-// A wake-up after which try finds the key still in flight (another waiter
-// claimed it first, or a store woke its watches for a dropped connection)
-// makes the next wake-up wait a little before its look: firstHold, then
-// twice as long each time it happens again, up to b.max, so that a store
-// whose watches keep firing at once cannot turn the wait into a busy loop.
+// poll calls try each time key may have changed, until try reports done,
+// wait passes, or ctx ends; the caller looked once before. With a
+// store.Watcher, each look comes after a watch has started, so no later
+// change goes unseen; each round's watch starts before the last stops, so
+// a shared subscription survives. The timer covers lost wake-ups, lapsed
+// leases and failed watches: b.first at first (a change between the
+// caller's look and the watch may go unseen), then b.max with a watch,
+// doubling without. ctx is checked
+// whatever woke the loop: a caller whose context ended must not claim. A
+// wake-up that finds the key still in flight delays the next look
+// (firstHold, doubling to b.max), so watches that keep firing cannot
+// busy-loop.
 func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, storeTimeout time.Duration, key string, try func() bool) pollEnd {
 	watcher, _ := s.(store.Watcher)
 	deadline := time.Now().Add(wait)
@@ -81,7 +60,7 @@ func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, st
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	w := startWatch(watchCtx, watcher, storeTimeout, key)
-	defer func() { w.end() }() // the last watch, even if try panics
+	defer func() { w.end() }() // even if try panics
 	var hold time.Duration
 	for {
 		woken := false
@@ -119,11 +98,8 @@ func (b backoff) poll(ctx context.Context, wait time.Duration, s store.Store, st
 	}
 }
 
-// firstHold is how long a waiting loop first waits after a wake-up that
-// found its key still in flight (see poll).
 const firstHold = time.Millisecond
 
-// pause waits for d to pass or ctx to end, whichever comes first.
 func pause(ctx context.Context, d time.Duration) {
 	if d <= 0 {
 		return
@@ -136,16 +112,15 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
-// watch is one round's watch of a waiting loop's key. The zero watch, of
-// a store that cannot watch or whose Watch failed, never wakes.
+// watch is one round's watch of a key; the zero watch never wakes.
 type watch struct {
 	changed  <-chan struct{}
 	stop     func()
-	deadline *storeDeadline // the watch's context, kept
+	deadline *storeDeadline
 }
 
-// startWatch starts watching key in s, if s is not nil, giving Watch
-// timeout to start it (none if 0).
+// startWatch watches key in s, if not nil, giving Watch timeout to start
+// (none if 0).
 func startWatch(ctx context.Context, s store.Watcher, timeout time.Duration, key string) watch {
 	if s == nil {
 		return watch{}
@@ -163,7 +138,7 @@ func startWatch(ctx context.Context, s store.Watcher, timeout time.Duration, key
 	return watch{changed: changed, stop: stop, deadline: deadline}
 }
 
-// end stops w, unless it has ended: it may be called again.
+// end stops w; it may be called again.
 func (w *watch) end() {
 	if w.stop != nil {
 		w.stop()

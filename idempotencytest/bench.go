@@ -20,8 +20,7 @@ var BenchBody = func() []byte {
 	return append(b, `"}`...)
 }()
 
-// EchoJSON reads the body and answers 201 with it, as a small JSON API
-// does.
+// EchoJSON answers 201 with the request body as JSON.
 var EchoJSON = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	w.Header().Set("Content-Type", "application/json")
@@ -29,10 +28,9 @@ var EchoJSON = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 })
 
-// Request returns a POST of BenchBody with key number n. Every request it
-// builds carries the same headers and builds its key string the same way
-// (one allocation), so that benchmarks of bare and wrapped handlers differ
-// by the wrapping alone.
+// Request returns a POST of BenchBody with key number n, built alike for
+// every benchmark so bare and wrapped handlers differ by the wrapping
+// alone.
 func Request(n int) *http.Request {
 	r := httptest.NewRequest(http.MethodPost, "/payments", bytes.NewReader(BenchBody))
 	r.Header.Set("Content-Type", "application/json")
@@ -40,13 +38,12 @@ func Request(n int) *http.Request {
 	return r
 }
 
-// NewKey numbers the keys of a run 0, 1, 2, ...: a new key each iteration.
+// NewKey gives each iteration a new key.
 func NewKey(i int) int { return i }
 
 // ServeKeys serves b.N requests through h, the i-th with key number
-// keyNumber(i), each to an emptied recorder as net/http gives each
-// response an empty header. Keys are built as they are used, not kept in
-// a slice of b.N, which the garbage collector would scan at every cycle.
+// keyNumber(i), each to an emptied recorder. Keys are built as used: a
+// slice of b.N would be scanned at every GC cycle.
 func ServeKeys(b *testing.B, h http.Handler, keyNumber func(i int) int) {
 	b.ReportAllocs()
 	w := httptest.NewRecorder()
@@ -58,16 +55,13 @@ func ServeKeys(b *testing.B, h http.Handler, keyNumber func(i int) int) {
 	}
 }
 
-// SteadyRetention is the retention of Steady's store: short, so that old
-// records expire while a run goes on.
+// SteadyRetention is Steady's retention, short so records expire during a
+// run.
 const SteadyRetention = 200 * time.Millisecond
 
-// Steady returns the middleware with opts around h on a memory store that
-// has reached its steady size, as in a service up longer than its
-// retention: it has served new keys (numbered below -1, apart from a run's)
-// for four retentions, so records now expire as fast as new ones arrive.
-// Its caps leave room for every record a retention holds at up to five
-// million requests a second.
+// Steady returns the middleware with opts around h on a memory store at
+// its steady size: it has served keys below -1 for four retentions, so
+// records expire as fast as new ones arrive.
 func Steady(h http.Handler, opts ...idempotency.Option) http.Handler {
 	mem := store.NewMemory(store.WithMaxRecords(1<<20), store.WithMaxBytes(1<<30))
 	opts = append(opts, idempotency.WithStore(mem), idempotency.WithRetention(SteadyRetention))

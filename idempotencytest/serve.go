@@ -1,7 +1,5 @@
-// Package idempotencytest sends requests through a handler for the tests and
-// benchmarks of the packages that wrap one in the middleware: single
-// requests that return their response, and benchmark loops over numbered
-// keys on a memory store at its steady size.
+// Package idempotencytest sends requests through a handler wrapped in the
+// middleware, for tests and benchmarks.
 package idempotencytest
 
 import (
@@ -10,9 +8,9 @@ import (
 	"strings"
 )
 
-// Serve sends one request through h, with body as a JSON body, key as its
-// Idempotency-Key (none if ""), and each edit applied in turn, and returns
-// the response.
+// Serve sends one request with a JSON body and key as its Idempotency-Key
+// (none if "") through h, after applying each edit, and returns the
+// response.
 func Serve(h http.Handler, method, target, key, body string, edit ...func(*http.Request)) *http.Response {
 	r := httptest.NewRequest(method, target, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")

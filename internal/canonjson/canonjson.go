@@ -1,7 +1,6 @@
 // Package canonjson re-encodes a JSON text in one canonical form, so that
-// two encodings of one value (members in another order, other white space)
-// hash alike, and never gives two texts that a decoder could read
-// differently one form. Canonical is its one entry point.
+// two encodings of one value hash alike, while two texts a decoder could
+// read differently never share a form.
 package canonjson
 
 import (
@@ -13,27 +12,19 @@ import (
 	"unicode/utf8"
 )
 
-// MaxSize is the longest body Canonical can number the positions of; the
-// caller must not give it a longer one.
+// MaxSize is the longest body Canonical accepts.
 const MaxSize = math.MaxInt32
 
-// Canonical returns body re-encoded with object members sorted by name and
-// insignificant whitespace removed, when body is exactly one JSON value
-// (surrounding whitespace aside) that decoding reads only one way;
-// otherwise body itself: a member named twice, two names equal under case
-// folding (strings.EqualFold, as encoding/json matches fields), invalid
-// UTF-8, a lone surrogate escape or U+FFFD, or nesting deeper than
-// encoding/json accepts. The form is, byte for byte, what encoding/json
-// gives when it decodes body (numbers as json.Number) and encodes it
-// again. body must be at most MaxSize bytes.
+// Canonical returns body with object members sorted by name and
+// insignificant whitespace removed, byte for byte what encoding/json gives
+// when it decodes body (numbers as json.Number) and encodes it again. It
+// returns body itself unless body is one JSON value that decodes only one
+// way: not with a member named twice, two names equal under
+// strings.EqualFold, invalid UTF-8, a lone surrogate escape, U+FFFD, or
+// nesting deeper than encoding/json accepts. body must be at most MaxSize
+// bytes.
 func Canonical(body []byte) []byte {
-	// The stored fingerprints depend on that form, so it must never
-	// change. The body is read in two passes; besides the output, this
-	// allocates 16 bytes for each object of two members or more and 12 for
-	// each of its members, twice over while the object is read, the
-	// decoded names, and for an object whose names hold a capital or a
-	// non-ASCII character up to 8 bytes a member and its names folded,
-	// reused from one object to the next.
+	// Stored fingerprints depend on this form: it must never change.
 	c := canonicalizer{in: body}
 	start := skipSpace(body, 0)
 	end, ok := c.parse(start, 0)
@@ -46,46 +37,40 @@ func Canonical(body []byte) []byte {
 	return c.out
 }
 
-// maxJSONDepth is the deepest nesting of objects and arrays that
-// encoding/json decodes, and so Canonical too.
+// maxJSONDepth is the deepest nesting encoding/json decodes.
 const maxJSONDepth = 10000
 
-// canonicalizer re-encodes one JSON body. parse checks the body and notes
-// every object of two members or more, with its members sorted; emit then
-// writes the canonical form, reading the body again and taking the members
-// of each object parse noted in the order it sorted them (an object of one
-// member or none is in order as it stands).
+// canonicalizer re-encodes one JSON body in two passes: parse checks it and
+// notes every object of two members or more with its members sorted; emit
+// writes the canonical form from the body and those notes.
 type canonicalizer struct {
 	in       []byte
 	objects  []jsonObject // in the order they close, until Canonical sorts them by start
 	members  []jsonMember // each object's members, sorted, object after object
 	open     []jsonMember // the members of the objects parse is inside
 	names    []byte       // every member name, decoded
-	scratch  []byte       // a decoded string, while it is checked or written; or an object's names, folded
-	foldedAt []nameSpan   // where each folded name is in scratch
+	scratch  []byte       // a decoded string, or an object's names folded
+	foldedAt []nameSpan   // the folded names in scratch
 	out      []byte
 }
 
-// nameSpan is where one of the folded names is: scratch[start:end].
 type nameSpan struct{ start, end int32 }
 
-// jsonObject is an object of the body: in[start:end], with the members
-// members[first:first+count].
+// jsonObject is in[start:end], with members[first:first+count].
 type jsonObject struct {
 	start, end   int32
 	first, count int32
 }
 
-// jsonMember is one member of an object: its decoded name, names[nameAt:nameEnd],
-// and where its value starts in the body.
+// jsonMember is a member's decoded name, names[nameAt:nameEnd], and where
+// its value starts in the body.
 type jsonMember struct {
 	nameAt, nameEnd int32
 	value           int32
 }
 
-// parse checks the value that starts at in[p], at depth open objects and
-// arrays, and returns where it ends. It reports false if the value is not
-// valid JSON or decoding would not keep it whole (see Canonical).
+// parse checks the value at in[p], inside depth levels of nesting, and
+// returns where it ends; false if Canonical must refuse it.
 func (c *canonicalizer) parse(p, depth int) (int, bool) {
 	if p >= len(c.in) {
 		return p, false
@@ -110,10 +95,9 @@ func (c *canonicalizer) parse(p, depth int) (int, bool) {
 	}
 }
 
-// parseObject parses the object at in[p], which opens depth levels of
-// nesting, and returns where it ends. It sorts the object's members by
-// name and, if there are two or more, notes the object and them. An object
-// naming a member twice, or two members alike but for case, is refused.
+// parseObject parses the object at in[p] and notes it if it has two
+// members or more, sorted by name. A name repeated, or alike but for case,
+// is refused.
 func (c *canonicalizer) parseObject(p, depth int) (int, bool) {
 	if depth > maxJSONDepth {
 		return p, false
@@ -167,8 +151,6 @@ func (c *canonicalizer) parseObject(p, depth int) (int, bool) {
 	return p, true
 }
 
-// parseArray parses the array at in[p], which opens depth levels of
-// nesting, and returns where it ends.
 func (c *canonicalizer) parseArray(p, depth int) (int, bool) {
 	if depth > maxJSONDepth {
 		return p, false
@@ -189,10 +171,8 @@ func (c *canonicalizer) parseArray(p, depth int) (int, bool) {
 	return p, true
 }
 
-// afterItem reads what follows a member or an element that ends at in[p]:
-// a comma, after which it returns where the next one starts and more; or
-// close, the end of the object or array, after which it returns where that
-// ends. It reports false if anything else follows.
+// afterItem reads the comma (more) or close that must follow an item
+// ending at in[p], and returns where the next item or the container ends.
 func (c *canonicalizer) afterItem(p int, close byte) (next int, more, ok bool) {
 	p = skipSpace(c.in, p)
 	switch {
@@ -205,20 +185,16 @@ func (c *canonicalizer) afterItem(p int, close byte) (next int, more, ok bool) {
 	}
 }
 
-// name returns m's decoded name.
 func (c *canonicalizer) name(m jsonMember) []byte { return c.names[m.nameAt:m.nameEnd] }
 
-// namesFoldAlike reports whether two of members' names, which differ,
-// are equal under simple Unicode case folding, as strings.EqualFold and
-// encoding/json, matching a name to a struct field, compare them. Two
-// names of ASCII characters other than capitals are only alike if equal,
-// so it folds the names only if one of them holds a capital or a
-// non-ASCII character.
+// namesFoldAlike reports whether two of members' distinct names are equal
+// under strings.EqualFold, as encoding/json matches struct fields. Names
+// without capitals or non-ASCII fold to nothing else and are not folded.
 func (c *canonicalizer) namesFoldAlike(members []jsonMember) bool {
 	if !slices.ContainsFunc(members, func(m jsonMember) bool { return mayFoldToAnother(c.name(m)) }) {
 		return false
 	}
-	size := 0 // folding never lengthens a name: the least of like characters is no longer in UTF-8
+	size := 0 // folding never lengthens a name in UTF-8
 	for _, m := range members {
 		size += len(c.name(m))
 	}
@@ -239,9 +215,8 @@ func (c *canonicalizer) namesFoldAlike(members []jsonMember) bool {
 
 func (c *canonicalizer) foldedName(s nameSpan) []byte { return c.scratch[s.start:s.end] }
 
-// mayFoldToAnother reports whether name holds a capital or a byte of a
-// non-ASCII character. A name that holds neither is equal under case
-// folding to no other name that holds neither.
+// mayFoldToAnother reports whether name holds a capital or a non-ASCII
+// byte.
 func mayFoldToAnother(name []byte) bool {
 	for _, b := range name {
 		if b >= utf8.RuneSelf || 'A' <= b && b <= 'Z' {
@@ -251,10 +226,9 @@ func mayFoldToAnother(name []byte) bool {
 	return false
 }
 
-// appendFolded appends name, valid UTF-8, to dst with every character
-// replaced by the least of those it equals under simple case folding, so
-// that two names fold to the same bytes exactly when strings.EqualFold
-// holds for them.
+// appendFolded appends name, valid UTF-8, with each character replaced by
+// the least in its simple case folding orbit, so two names fold alike
+// exactly when strings.EqualFold holds.
 func appendFolded(dst, name []byte) []byte {
 	for _, r := range string(name) {
 		if r < utf8.RuneSelf {
@@ -273,9 +247,8 @@ func appendFolded(dst, name []byte) []byte {
 	return dst
 }
 
-// emit appends the canonical form of the value at in[p] to out, and
-// returns where the value ends in the body. The value must be one parse
-// accepted: emit reads it without checking it again.
+// emit appends the canonical form of the value at in[p], which parse
+// accepted, and returns where it ends.
 func (c *canonicalizer) emit(p int) int {
 	switch c.in[p] {
 	case '{':
@@ -321,8 +294,7 @@ func (c *canonicalizer) emit(p int) int {
 	}
 }
 
-// emitInOrder appends the object at in[p], of one member or none, to out
-// as emit does, and returns where it ends.
+// emitInOrder is emit for an object of one member or none.
 func (c *canonicalizer) emitInOrder(p int) int {
 	c.out = append(c.out, '{')
 	p = skipSpace(c.in, p+1)
@@ -337,11 +309,8 @@ func (c *canonicalizer) emitInOrder(p int) int {
 	return p + 1
 }
 
-// withRoom returns s with room for at least n more elements: when it has
-// less, it grows to at least twice its length. append alone grows a large
-// slice by about a quarter at a time, leaving behind arrays that add up to
-// some four times the last one; doubling leaves less than the last one.
-// That matters for a large body of small values.
+// withRoom returns s with room for n more, doubling when it grows: append
+// grows large slices by a quarter, leaving more garbage behind.
 func withRoom[S ~[]E, E any](s S, n int) S {
 	if cap(s)-len(s) >= n {
 		return s

@@ -1,24 +1,20 @@
 package canonjson
 
-// The JSON text that Canonical reads and writes, token by token:
-// whitespace, literals, numbers and strings, as encoding/json reads and
-// writes them.
+// JSON tokens as encoding/json reads and writes them.
 
 import (
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
-// isJSONDelimiter reports whether b ends a number or a literal in valid
-// JSON: whitespace, or what may follow a value.
+// isJSONDelimiter reports whether b ends a number or a literal.
 func isJSONDelimiter(b byte) bool {
 	return isJSONSpace(b) || b == ',' || b == ']' || b == '}'
 }
 
 func isJSONSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
 
-// skipSpace returns the position of the first byte at or after p in in
-// that is not JSON whitespace.
+// skipSpace returns the first non-whitespace position at or after p.
 func skipSpace(in []byte, p int) int {
 	for p < len(in) && isJSONSpace(in[p]) {
 		p++
@@ -26,8 +22,6 @@ func skipSpace(in []byte, p int) int {
 	return p
 }
 
-// parseWord checks that in[p:] starts with word (true, false or null) and
-// returns where it ends.
 func parseWord(in []byte, p int, word string) (int, bool) {
 	if len(in)-p < len(word) || string(in[p:p+len(word)]) != word {
 		return p, false
@@ -35,9 +29,8 @@ func parseWord(in []byte, p int, word string) (int, bool) {
 	return p + len(word), true
 }
 
-// parseNumber checks the number at in[p] against JSON's grammar,
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, and returns where it
-// ends.
+// parseNumber checks the number at in[p] against JSON's grammar and
+// returns where it ends.
 func parseNumber(in []byte, p int) (int, bool) {
 	if p < len(in) && in[p] == '-' {
 		p++
@@ -77,11 +70,10 @@ func skipDigits(in []byte, p int) int {
 	return p
 }
 
-// decodeString decodes the JSON string that starts at in[p], its opening
-// quote, appends its text to dst, and returns dst and where the string
-// ends. It reports false if the string is not valid JSON, or if its text
-// would hold U+FFFD: invalid UTF-8, a surrogate escape that is not half of
-// a pair, or U+FFFD itself, written or escaped.
+// decodeString appends the text of the JSON string at in[p] to dst and
+// returns where it ends. It reports false for invalid JSON or text that
+// would hold U+FFFD (invalid UTF-8, a lone surrogate, or U+FFFD itself),
+// which decoding would not keep apart.
 func decodeString(dst, in []byte, p int) ([]byte, int, bool) {
 	p++ // the opening quote
 	for p < len(in) {
@@ -115,9 +107,7 @@ func decodeString(dst, in []byte, p int) ([]byte, int, bool) {
 	return dst, p, false
 }
 
-// decodeEscape decodes the escape sequence at in[p], its backslash,
-// appends what it stands for to dst, and returns dst and where it ends.
-// It reports false as decodeString does.
+// decodeEscape is decodeString for the escape sequence at in[p].
 func decodeEscape(dst, in []byte, p int) ([]byte, int, bool) {
 	if p+1 >= len(in) {
 		return dst, p, false
@@ -148,8 +138,7 @@ func decodeEscape(dst, in []byte, p int) ([]byte, int, bool) {
 	return utf8.AppendRune(dst, r), p, true
 }
 
-// unescape returns the byte that a backslash followed by c, other than
-// u, stands for, and false if that is no JSON escape.
+// unescape returns the byte that the escape \c (not \u) stands for.
 func unescape(c byte) (byte, bool) {
 	switch c {
 	case '"', '\\', '/':
@@ -168,8 +157,7 @@ func unescape(c byte) (byte, bool) {
 	return 0, false
 }
 
-// hex4 reads the four hex digits at in[p:] as a code unit, and reports
-// false if there are not four.
+// hex4 reads four hex digits at in[p:] as a code unit.
 func hex4(in []byte, p int) (rune, bool) {
 	if p+4 > len(in) {
 		return 0, false
@@ -191,12 +179,10 @@ func hex4(in []byte, p int) (rune, bool) {
 	return r, true
 }
 
-// needsEscape holds the printable ASCII characters that json.Marshal
-// escapes.
+// needsEscape holds the printable ASCII characters json.Marshal escapes.
 var needsEscape = [utf8.RuneSelf]bool{'"': true, '\\': true, '<': true, '>': true, '&': true}
 
-// inStringAsIs holds the bytes that a JSON string holds as they are: the
-// printable ASCII characters other than " and \.
+// inStringAsIs holds the printable ASCII bytes other than " and \.
 var inStringAsIs = func() (asIs [256]bool) {
 	for b := 0x20; b < utf8.RuneSelf; b++ {
 		asIs[b] = b != '"' && b != '\\'
@@ -204,10 +190,8 @@ var inStringAsIs = func() (asIs [256]bool) {
 	return asIs
 }()
 
-// appendJSONString appends s, valid UTF-8, to dst as json.Marshal writes a
-// string: quoted; with ", \ and the control characters escaped (\b, \f,
-// \n, \r and \t short, the rest as \u00XX); <, > and & as \u003c, \u003e
-// and \u0026; and U+2028 and U+2029 escaped.
+// appendJSONString appends s, valid UTF-8, quoted and escaped exactly as
+// json.Marshal writes it (HTML characters and U+2028/9 included).
 func appendJSONString(dst, s []byte) []byte {
 	const hexDigits = "0123456789abcdef"
 	dst = append(dst, '"')
