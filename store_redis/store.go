@@ -3,11 +3,12 @@
 //
 // A record is one string key, <prefix>{<hash>} with <hash> store.HashKey of
 // the key (layout in record.go), so a key name has one short length, shows
-// nothing of the client's key and cannot break its hash tag. Each method is
-// one round trip that reads and writes the record atomically. Leases and
-// retention are the key's expiry, on the Redis server's clock: an in-flight
-// record lives its lease plus the abandoned retention. docs/redis.md
-// describes the layout, the scripts and the wake-ups.
+// nothing of the client's key and cannot break its hash tag. A claim is SET
+// NX GET and PTTL in one pipeline, or a Lua script when that cannot decide;
+// the other methods are a Lua script each. Leases and retention are the
+// key's expiry, on the Redis server's clock: an in-flight record lives its
+// lease plus the abandoned retention. docs/redis.md describes the layout,
+// the scripts and the wake-ups.
 package redisstore
 
 import (

@@ -14,12 +14,12 @@ import (
 var _ store.Watcher = (*Store)(nil)
 
 // Watch implements store.Watcher with sharded pub/sub, so it needs Redis 7.0
-// or later and a *redis.Client or *redis.ClusterClient. It subscribes to the
-// record's shard channel, then marks the record waited for, so its complete
-// or release publishes there. changed also closes at once when the record is
-// not in flight, and when the subscription ends first (a publication may
-// have been missed). The end of ctx ends the watch as stop does, without
-// closing changed.
+// or later and a *redis.Client or *redis.ClusterClient (else it fails). It
+// subscribes to the record's shard channel, then marks the record waited
+// for, so its complete or release publishes there. changed also closes at
+// once when the record is not in flight, and when the subscription ends
+// first (a publication may have been missed). The end of ctx ends the watch
+// as stop does, without closing changed.
 func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	keys := s.keys(key)
 	node, err := nodeOf(ctx, s.client, keys[1])
