@@ -56,12 +56,12 @@ const (
 	StateInFlight State = iota + 1
 	// StateCompleted means the response is stored for replay.
 	StateCompleted
-	// StateUnreplayable means the request finished but its response was
-	// not stored.
+	// StateUnreplayable means the request ran but its response was not
+	// stored.
 	StateUnreplayable
 )
 
-// String returns the state's name, as logs show it.
+// String returns the state's name.
 func (s State) String() string {
 	switch s {
 	case StateInFlight:
@@ -112,6 +112,5 @@ var ErrNotOwner = errors.New("store: lease not held by this owner")
 // ErrEmptyToken is returned by Claim and BeginClaim for an empty token.
 var ErrEmptyToken = errors.New("store: empty owner token")
 
-// ErrFull is returned by Claim when a bounded store has no room for another
-// record.
+// ErrFull is returned by Claim when a bounded store is full.
 var ErrFull = errors.New("store: full")
