@@ -1,21 +1,11 @@
 // Package otelidempotency reports what the idempotency middleware decides
-// and does to OpenTelemetry: New returns an idempotency.Observer that
-// counts outcomes, times the handler and each store call, counts lease
+// and does to OpenTelemetry: New returns an idempotency.Observer that counts
+// outcomes, times the handler, each store call and each wait, counts lease
 // renewals, and marks the request's current span (the server span of
-// otelhttp, say) with the outcome and an event per store call.
+// otelhttp, say) with the outcome and an event per store call. The meter and
+// tracer are named ScopeName; docs/observability.md lists the instruments.
 //
 //	mw := idempotency.New(idempotency.WithObserver(otelidempotency.New()))
-//
-// The instruments, all under the meter and tracer named by ScopeName:
-//   - idempotency.requests, a counter, attribute idempotency.outcome;
-//   - idempotency.handler.duration, a histogram in seconds, attribute
-//     idempotency.outcome;
-//   - idempotency.store.duration, a histogram in seconds, attributes
-//     idempotency.store.operation and, for a call that failed, error.type;
-//   - idempotency.lease.renewals, a counter, attribute
-//     idempotency.lease.result (renewed, failed or lost);
-//   - idempotency.wait.duration, a histogram in seconds, attribute
-//     idempotency.wait.result.
 package otelidempotency
 
 import (
@@ -47,10 +37,10 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.meters = mp }
 }
 
-// WithTracerProvider sets the provider of the tracer that starts store
-// call spans (WithStoreSpans). Defaults to the global TracerProvider
-// (otel.GetTracerProvider) as New finds it. The request's own span is the
-// one in its context, whichever provider started it.
+// WithTracerProvider sets the provider of the tracer that starts store call
+// spans (WithStoreSpans); the request's own span is the one in its context.
+// Defaults to the global TracerProvider (otel.GetTracerProvider) as New
+// finds it.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	if tp == nil {
 		panic("otelidempotency: WithTracerProvider expects a non-nil provider")

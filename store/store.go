@@ -13,9 +13,8 @@ import (
 	"time"
 )
 
-// HashKey returns the SHA-256 of key in hex, under which a store that keeps
-// keys outside the process keeps each record: a cryptographic hash keeps
-// apart keys a client chooses to collide.
+// HashKey returns the hex SHA-256 of key, under which a store that keeps keys
+// outside the process files a record, so that no client can make keys collide.
 func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:])
@@ -26,37 +25,26 @@ func HashKey(key string) string {
 // shared backends, by many processes. Lease and retention expiry are decided
 // on the store's own clock, never the caller's.
 type Store interface {
-	// Claim tries to take key for the lease duration under the caller's
-	// random token (an empty one is refused with ErrEmptyToken). If key has
-	// no record, or an in-flight one with an expired lease, Claim creates an
-	// in-flight record owned by token and returns it with claimed true. Its
-	// fencing number is at least 1 and higher than any earlier owner's,
-	// after a takeover or a release too. A Claim under the token holding the
-	// live lease reports the key claimed again, changing nothing (a reply
-	// may have been lost). Otherwise Claim returns the existing record with
-	// claimed false, without its owner's token; its Response is read-only.
+	// Claim tries to take key for lease under the caller's random token. If
+	// key has no record, or an in-flight one without a live lease, Claim
+	// creates an in-flight record owned by token and returns it with claimed
+	// true; its fence is at least 1 and above every earlier owner's. A Claim
+	// by the live lease's own token returns claimed true again, changing
+	// nothing (a reply may have been lost). Otherwise Claim returns the
+	// existing record with claimed false; its Response is read-only.
 	Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (rec Record, claimed bool, err error)
 
-	// Renew extends owner's lease on key to lease from now. If owner no
-	// longer holds the key, Renew returns ErrNotOwner and changes nothing.
+	// Renew extends owner's lease on key to lease from now.
 	Renew(ctx context.Context, key string, owner Lease, lease time.Duration) error
 
 	// Complete turns owner's in-flight record into a completed one kept for
-	// retention. A nil resp marks the key done but not replayable: the
-	// request ran, and duplicates must not run it again, but its response
-	// was not stored. If owner completed the key already (a call sent
-	// again after its reply was lost), Complete returns nil and changes
-	// nothing. If owner no longer holds the key, it returns ErrNotOwner and
-	// changes nothing.
-	//
-	// resp is only lent: a store copies or encodes what it keeps of it
-	// before Complete returns, since the caller reuses the memory of its
-	// header and body.
+	// retention; a nil resp marks the key done but not replayable (the
+	// request ran; its response was not stored). If owner completed the key
+	// already (a reply was lost), Complete returns nil and changes nothing.
+	// resp is only lent: the store copies what it keeps before returning.
 	Complete(ctx context.Context, key string, owner Lease, resp *Response, retention time.Duration) error
 
-	// Release frees owner's in-flight record: the next Claim wins, with a
-	// higher fencing number. If owner no longer holds the key, Release
-	// returns ErrNotOwner and changes nothing.
+	// Release frees owner's in-flight record for the next Claim.
 	Release(ctx context.Context, key string, owner Lease) error
 }
 
@@ -68,12 +56,12 @@ const (
 	StateInFlight State = iota + 1
 	// StateCompleted means the response is stored for replay.
 	StateCompleted
-	// StateUnreplayable means the request finished but its response was
-	// not stored.
+	// StateUnreplayable means the request ran but its response was not
+	// stored.
 	StateUnreplayable
 )
 
-// String returns the state's name, as logs show it.
+// String returns the state's name.
 func (s State) String() string {
 	switch s {
 	case StateInFlight:
@@ -87,10 +75,9 @@ func (s State) String() string {
 	}
 }
 
-// Lease identifies the owner of an in-flight record: its random Token and
-// the Fence number the store gave the claim. A key's fencing numbers only
-// grow, so a downstream system can refuse writes from an owner whose lease
-// was taken over.
+// Lease identifies the owner of an in-flight record: its random Token and the
+// Fence the store gave the claim. A key's fences only grow, so a downstream
+// system can refuse writes from a lease that was taken over.
 type Lease struct {
 	Token string
 	Fence int64
@@ -105,29 +92,25 @@ type Record struct {
 	Owner Lease
 	// Response is set only when State is StateCompleted.
 	Response *Response
-	// TTL is the time left of the lease while in flight, of the retention
-	// once done.
+	// TTL is the lease left while in flight, the retention left once done.
 	TTL time.Duration
 }
 
 // Response is a response stored for replay; Body must round-trip unchanged.
 type Response struct {
 	Status int
-	// Header holds the headers to replay; a store may drop a name without
-	// values.
+	// Header may lose names without values.
 	Header http.Header
 	Body   []byte
 }
 
-// ErrNotOwner is returned by Renew, Complete and Release when the caller's
-// lease no longer holds the key: it was taken over, the record is gone,
-// or it is done (a Renew or Release after the owner's Complete).
+// ErrNotOwner is returned by Renew, Complete and Release, which then change
+// nothing, when the caller's lease no longer holds the key: it was taken
+// over, the record is gone, or it is done (a Renew or Release after Complete).
 var ErrNotOwner = errors.New("store: lease not held by this owner")
 
-// ErrEmptyToken is returned by Claim and BeginClaim when the caller's token
-// is empty.
+// ErrEmptyToken is returned by Claim and BeginClaim for an empty token.
 var ErrEmptyToken = errors.New("store: empty owner token")
 
-// ErrFull is returned by Claim when a bounded store has no room for another
-// record.
+// ErrFull is returned by Claim when a bounded store is full.
 var ErrFull = errors.New("store: full")

@@ -11,16 +11,15 @@ import (
 	"github.com/seed43327c4c/idempotency/store/headercodec"
 )
 
-// claimRequest is what a Claim asks: keys, fingerprint and token, the lease and
-// the in-flight record's lifetime in milliseconds.
+// claimRequest is a Claim's arguments, durations in milliseconds.
 type claimRequest struct {
 	keys               []string
 	fingerprint, token string
 	leaseMs, lifeMs    int64
 }
 
-// claim decides c through client: at once when it can, and otherwise with
-// the claim script.
+// claim decides c through client, with the claim script when claimAtOnce
+// cannot.
 func (s *Store) claim(ctx context.Context, client redis.Cmdable, c claimRequest) (store.Record, bool, error) {
 	if s.atOnce.Load() {
 		rec, claimed, decided, err := s.claimAtOnce(ctx, client, c)
@@ -35,19 +34,11 @@ func (s *Store) claim(ctx context.Context, client redis.Cmdable, c claimRequest)
 	return decodeClaim(&reply{v: v}, c.fingerprint, c.token)
 }
 
-// claimAtOnce tries to decide a claim without a script, in one pipeline
-// of two commands: SET NX GET creates the record if the key has none and
-// returns the one it holds otherwise, and PTTL tells the time left on it.
-// A key with no record is claimed (fence 1); a done record, or one in
-// flight under a live lease, is answered. Only what needs a decision
-// written atomically is left to the claim script: decided is then false.
-// The two commands are not atomic together: the SET alone decides what is
-// written and what is answered, and PTTL tells how long the key lives
-// once the SET has run. A change in between (another client's commands
-// may run there) leaves the decision right and can only put the time left
-// off for that answer: a completion makes an in-flight record's lease
-// look as long as the retention, and an expiry followed by a new claim
-// gives a done record the new record's time left.
+// claimAtOnce tries to decide a claim without a script, with SET NX GET
+// and PTTL in one pipeline; decided is false for a takeover, which the
+// claim script makes. The two are not atomic together, but the SET alone
+// decides what is written and answered: a change between them can only put
+// the answer's time left off (see docs/redis.md).
 func (s *Store) claimAtOnce(ctx context.Context, client redis.Cmdable, c claimRequest) (rec store.Record, claimed, decided bool, err error) {
 	fingerprint, token := c.fingerprint, c.token
 	var set, ttl *redis.Cmd
@@ -63,7 +54,7 @@ func (s *Store) claimAtOnce(ctx context.Context, client redis.Cmdable, c claimRe
 	case redis.HasErrorPrefix(err, "ERR syntax error"): // a server before 7.0: NX with GET
 		s.atOnce.Store(false)
 		return store.Record{}, false, false, nil
-	case redis.HasErrorPrefix(err, "OOM"): // memory is full: the script still answers a claim that only reads
+	case redis.HasErrorPrefix(err, "OOM"): // the script still answers a claim that only reads
 		return store.Record{}, false, false, nil
 	case err != nil:
 		return store.Record{}, false, true, err
@@ -92,15 +83,13 @@ func (s *Store) claimAtOnce(ctx context.Context, client redis.Cmdable, c claimRe
 	}
 }
 
-// claimedRecord is the record a claim under token won: in flight, with
-// fence and the lease left.
+// claimedRecord is the record a claim under token won.
 func claimedRecord(fingerprint, token string, fence int64, left time.Duration) store.Record {
 	return store.Record{State: store.StateInFlight, Fingerprint: fingerprint, Owner: store.Lease{Token: token, Fence: fence}, TTL: left}
 }
 
-// foundRecord is a record a claim found and did not take, with ttl the
-// time left on it; a completed one carries its response, whose header is
-// in headercodec's encoding.
+// foundRecord is a record a claim found and did not take; header is in
+// headercodec's encoding.
 func foundRecord(state store.State, fingerprint string, fence int64, ttl time.Duration, status int, header, body string) (store.Record, error) {
 	rec := store.Record{State: state, Fingerprint: fingerprint, Owner: store.Lease{Fence: fence}, TTL: ttl}
 	if state != store.StateCompleted {

@@ -13,13 +13,10 @@ import (
 //
 //	state,fence,abandoned,waited,status,#fp,#token,#header;<fp><token><header><body>
 //
-// where the first eight fields are decimal numbers: the state (1 in
-// flight, 2 completed, 3 unreplayable), the fencing number, the abandoned
-// retention in milliseconds (0 once done), 1 if a watcher marked the
-// record, the status (0 unless completed), and the byte lengths of the
-// fingerprint, the owner's token (empty once released) and the encoded
-// header, which follow, the body last. record.lua reads and writes the
-// same layout.
+// whose fields before ';' are decimal: the state, fence, abandoned retention
+// in ms (0 once done), 1 if a watcher marked it, the status, and the byte
+// lengths of the parts that follow, the body last. The token is empty once done or
+// released. record.lua reads and writes the same layout.
 type record struct {
 	state              store.State
 	fence, abandoned   int64
@@ -31,8 +28,7 @@ type record struct {
 // errNotRecord is what decodeRecord reports for a value of another shape.
 var errNotRecord = errors.New("the key holds no record")
 
-// encodeInFlight returns the record a claim of a key with no record
-// writes: in flight under token with fence 1.
+// encodeInFlight returns a new in-flight record under token with fence 1.
 func encodeInFlight(fingerprint, token string, abandonedMs int64) string {
 	b := make([]byte, 0, 48+len(fingerprint)+len(token))
 	b = append(b, "1,1,"...)
@@ -47,10 +43,8 @@ func encodeInFlight(fingerprint, token string, abandonedMs int64) string {
 	return string(b)
 }
 
-// decodeRecord reads a record, as record.lua's decode does: a state of
-// one digit, 1 to 3, a waited of 0 or 1, a fence and an abandoned
-// retention of at most 15 digits (so that Lua's numbers hold them
-// exactly), and lengths that fit what follows.
+// decodeRecord reads a record and checks it as record.lua's decode does; a
+// fence or retention has at most 15 digits, so Lua's numbers hold it exactly.
 func decodeRecord(v string) (record, error) {
 	head, rest, ok := strings.Cut(v, ";")
 	if !ok {
@@ -84,8 +78,7 @@ func decodeRecord(v string) (record, error) {
 	}, nil
 }
 
-// decimal reads s, one or more decimal digits and nothing else, as
-// record.lua's pattern reads a number.
+// decimal reads s, one or more decimal digits and nothing else.
 func decimal(s string) (int64, bool) {
 	for i := range len(s) {
 		if s[i] < '0' || s[i] > '9' {
@@ -96,8 +89,7 @@ func decimal(s string) (int64, bool) {
 	return n, err == nil
 }
 
-// stored returns the store.Record of r, a record this caller did not
-// claim, with ttl the time left on the key.
+// stored returns r as a record this caller found, with ttl left on it.
 func (r record) stored(ttl time.Duration) (store.Record, error) {
 	return foundRecord(r.state, r.fingerprint, r.fence, max(ttl, 0), r.status, r.header, r.body)
 }

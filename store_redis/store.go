@@ -1,25 +1,14 @@
-// Package redisstore keeps idempotency records in Redis, so that every
-// process sharing one Redis (standalone, Sentinel or Cluster) shares one
-// record per key.
+// Package redisstore keeps idempotency records in Redis (standalone,
+// Sentinel or Cluster), one per key shared by every process.
 //
-// Each Store method is one round trip that reads and writes the key's
-// record atomically: a claim is SET NX GET with PTTL in one pipeline (and
-// a Lua script when that cannot decide), the others a Lua script. A record
-// is one key, a string (see record.go):
-//
-//	<prefix>{<hash>}  state,fence,abandoned,waited,status,#fp,#token,#header;<fp><token><header><body>
-//
-// where <hash> is store.HashKey of the key: its SHA-256 in hex. The
-// middleware's keys are binary and as long as the client's key, route and
-// scope; hashed, every key name has one short length and shows nothing of
-// the client's key or scope, no key can hold a brace that would end its
-// tag, and no two keys collide. A done or released record's token is
-// empty. Leases and retention are the key's expiry, so they run on the
-// Redis server's clock: an in-flight record expires its abandoned
-// retention after its lease, so the lease left is the time left minus
-// that retention. The waited field marks a record a Watch waits for: its
-// complete or release then publishes on the shard channel
-// <prefix>{<hash>}:changed.
+// A record is one string key, <prefix>{<hash>} with <hash> store.HashKey of
+// the key (layout in record.go), so a key name has one short length, shows
+// nothing of the client's key and cannot break its hash tag. A claim is SET
+// NX GET and PTTL in one pipeline, or a Lua script when that cannot decide;
+// the other methods are a Lua script each. Leases and retention are the
+// key's expiry, on the Redis server's clock: an in-flight record lives its
+// lease plus the abandoned retention. docs/redis.md describes the layout,
+// the scripts and the wake-ups.
 package redisstore
 
 import (
@@ -40,8 +29,7 @@ import (
 
 var _ store.Store = (*Store)(nil)
 
-// Store is a store.Store on a caller's go-redis client. It is safe for
-// concurrent use by many goroutines and many processes.
+// Store is a store.Store on a caller's go-redis client.
 type Store struct {
 	client    redis.UniversalClient
 	prefix    string
@@ -56,9 +44,8 @@ type Store struct {
 type Option func(*Store)
 
 // WithPrefix sets the text that starts every key the store writes, so that
-// several applications or environments can share one Redis. It must not
-// contain '{' or '}', which would break the hash tag. Defaults to
-// "idempotency:".
+// several applications can share one Redis; it panics on '{' or '}', which
+// would break the hash tag. Defaults to "idempotency:".
 func WithPrefix(prefix string) Option {
 	if strings.ContainsAny(prefix, "{}") {
 		panic("redisstore: WithPrefix expects a prefix without '{' or '}'")
@@ -67,10 +54,8 @@ func WithPrefix(prefix string) Option {
 }
 
 // WithAbandonedRetention sets how long an in-flight record outlives its
-// lease when its owner never completes it: the process died, or the owner
-// released the key for a retry. Until then, the request that takes the key
-// over gets a fencing number higher than the last owner's; after it, the
-// key is forgotten and starts again at fencing number 1. Defaults to 24
+// lease when its owner dies or releases it. Until then a takeover gets the
+// next fence; after it the key starts again at fence 1. Defaults to 24
 // hours.
 func WithAbandonedRetention(d time.Duration) Option {
 	if d <= 0 {
@@ -79,13 +64,12 @@ func WithAbandonedRetention(d time.Duration) Option {
 	return func(s *Store) { s.abandoned = d }
 }
 
-// New returns a store that keeps its records through client, which may be a
-// *redis.Client, a Sentinel *redis.Client or a *redis.ClusterClient. New
-// never dials: the first method call uses the client's pool. The client
-// needs ContextTimeoutEnabled, so that the middleware's deadlines cut its
-// calls on a stalled connection: New panics if a *redis.Client,
-// *redis.ClusterClient or *redis.Ring has it off. The server needs a
-// maxmemory-policy that never evicts these keys; see docs/redis.md.
+// New returns a store that keeps its records through client (a
+// *redis.Client, Sentinel or not, or a *redis.ClusterClient); it never
+// dials. New panics if a *redis.Client, *redis.ClusterClient or *redis.Ring
+// has ContextTimeoutEnabled off, since deadlines must cut calls on a stalled
+// connection. The server needs a maxmemory-policy that never evicts these
+// keys; see docs/redis.md.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	if client == nil {
 		panic("redisstore: New expects a non-nil client")
@@ -105,7 +89,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 }
 
 // heedsDeadlines reports whether client cuts a call at its context's
-// deadline; a client of a type New cannot look into is assumed to.
+// deadline; a client of another type is assumed to.
 func heedsDeadlines(client redis.UniversalClient) bool {
 	switch c := client.(type) {
 	case *redis.Client:
@@ -118,19 +102,14 @@ func heedsDeadlines(client redis.UniversalClient) bool {
 	return true
 }
 
-// keys returns the Redis key of key's record and the name of the record's
-// shard channel (see Watch), which share key's hash as their hash tag.
+// keys returns the Redis key of key's record and its shard channel, which
+// share a hash tag and so a Cluster slot.
 func (s *Store) keys(key string) []string {
 	record := s.prefix + "{" + store.HashKey(key) + "}"
 	return []string{record, record + ":changed"}
 }
 
-// Claim implements store.Store. Its record holds lease on the Redis clock;
-// an in-flight record whose owner vanished is kept for the abandoned
-// retention after that, so a takeover gets a higher fencing number. A
-// record in flight under token itself is reported claimed, with its
-// fencing number: go-redis sends a call again when the connection fails
-// after the call went out, and the claim's first run may have won.
+// Claim implements store.Store.
 func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
 	if token == "" {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", store.ErrEmptyToken)
@@ -162,9 +141,7 @@ func decodeClaim(r *reply, fingerprint, token string) (store.Record, bool, error
 	return rec, false, errors.Join(r.err(), err, herr)
 }
 
-// Renew implements store.Store. The lease is reset to lease from now on
-// the Redis clock, and the record's expiry to its abandoned retention
-// after that.
+// Renew implements store.Store.
 func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
 	cmd, acks := s.eval(ctx, renewScript, s.keys(key), owner.Token, owner.Fence, millis(lease))
 	if err := ownerErr("renew", cmd.Err()); err != nil {
@@ -173,8 +150,7 @@ func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease 
 	return s.acked("renew", acks)
 }
 
-// Complete implements store.Store. The record expires retention from now on
-// the Redis clock.
+// Complete implements store.Store.
 func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
 	state, status, header, body := store.StateUnreplayable, 0, []byte(nil), []byte(nil)
 	if resp != nil {
@@ -187,10 +163,9 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 	return ownerErr("complete", completeScript.Run(ctx, s.client, s.keys(key), args...).Err())
 }
 
-// Release implements store.Store. The record is not deleted: it stays in
-// flight with no token, and so no lease, for the rest of its lifetime (see
-// WithAbandonedRetention), so the next claim takes it over with a higher
-// fencing number than the releasing owner's.
+// Release implements store.Store. The record stays in flight without a
+// token until its abandoned retention ends, so that the next claim gets a
+// higher fence.
 func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
 	cmd, acks := s.eval(ctx, releaseScript, s.keys(key), owner.Token, owner.Fence)
 	if err := ownerErr("release", cmd.Err()); err != nil {
@@ -212,9 +187,8 @@ func ownerErr(op string, err error) error {
 	}
 }
 
-// reply reads a script's array reply. An element that is missing or of an
-// unexpected type reads as zero and makes err report the reply as
-// malformed.
+// reply reads a script's array reply; a missing or mistyped element reads
+// as zero and makes err report the reply malformed.
 type reply struct {
 	v   []any
 	bad bool
@@ -246,8 +220,7 @@ func (r *reply) err() error {
 	return nil
 }
 
-// inFlightLife is how long an in-flight record with lease lives: the
-// lease, then the abandoned retention, saturating instead of overflowing.
+// inFlightLife is lease plus the abandoned retention, saturating.
 func (s *Store) inFlightLife(lease time.Duration) time.Duration {
 	if lease > math.MaxInt64-s.abandoned {
 		return math.MaxInt64
@@ -255,8 +228,7 @@ func (s *Store) inFlightLife(lease time.Duration) time.Duration {
 	return lease + s.abandoned
 }
 
-// millis rounds d up to whole milliseconds, at least 1, as PX and PEXPIRE
-// take them.
+// millis rounds d up to whole milliseconds, at least 1.
 func millis(d time.Duration) int64 {
 	ms := int64(d / time.Millisecond)
 	if d%time.Millisecond > 0 {

@@ -9,27 +9,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// subscribeWithin bounds how long a watch waits for the server to confirm
-// its subscription, as go-redis's default ReadTimeout bounds a reply: a
-// server that does not answer in time makes Watch fail, so that its
-// caller polls instead of being stuck in Watch.
+// subscribeWithin bounds the wait for a subscription's confirmation, so that
+// a silent server makes Watch fail and its caller poll.
 const subscribeWithin = 3 * time.Second
 
-// errSubscriberClosed is the error of a watch whose subscriber closed,
-// its last watch gone, just as the watch was joining it.
+// errSubscriberClosed fails a watch that joined a subscriber as it closed.
 var errSubscriberClosed = errors.New("the subscription's connection was closed")
 
-// subscribers are a store's shared subscribers, one per server that holds
-// records watched right now.
+// subscribers are a store's subscribers, one per server with watched
+// records.
 type subscribers struct {
 	mu     sync.Mutex
 	byNode map[*redis.Client]*subscriber
 }
 
-// join subscribes to channel, on node's subscriber (started if need be),
-// and returns the subscriber and channel's topic once the server confirmed
-// the subscription. Unless it fails, the caller calls leave with both when
-// it no longer waits.
+// join subscribes to channel on node's subscriber and returns it and the
+// channel's topic once the server confirmed. Unless it fails, the caller
+// calls sub.leave(topic) when it stops waiting.
 func (ss *subscribers) join(ctx context.Context, node *redis.Client, channel string) (*subscriber, *topic, error) {
 	ss.mu.Lock()
 	sub := ss.byNode[node]
@@ -68,30 +64,27 @@ func (ss *subscribers) start(node *redis.Client) *subscriber {
 	return sub
 }
 
-// subscriber is one pub/sub connection to one server, shared by every
-// watch of a record there, and its reading goroutine. It lives while a
-// watch uses it, and dies with its connection: a connection that drops
-// may have missed publications, so its death wakes every watch.
+// subscriber is one pub/sub connection to one server, shared by its
+// watches, and its reading goroutine. It dies with its connection, waking
+// every watch, since a dropped connection may have missed publications.
 type subscriber struct {
 	ps     *redis.PubSub
 	exited chan struct{} // closed when read returns
 	forget func()        // removes the subscriber from its subscribers
 
 	mu      sync.Mutex
-	watches int               // watches that use the subscriber, unconfirmed ones included
-	topics  map[string]*topic // the channels it is, or is becoming, subscribed to
+	watches int // unconfirmed ones included
+	topics  map[string]*topic
 	dead    bool
-	cause   error // why it died, when it did not close with its last watch
+	cause   error // unless it closed with its last watch
 }
 
 // topic is one channel of a subscriber, shared by the watches of one key.
-//
-// A topic is removed from its subscriber's topics (and unsubscribed from)
-// only once confirmed, so that the server's replies to SSUBSCRIBE always
-// belong to the channel's current topic. After the confirmation, any
-// SUNSUBSCRIBE reply or message on the channel fires the topic: the server
-// unsubscribed it (an unsubscription of an earlier topic that reached the
-// server last, a slot that moved), or the record changed.
+// It is removed (and unsubscribed) only once confirmed, so that a reply to
+// SSUBSCRIBE always belongs to the channel's current topic. Once confirmed,
+// a message or SUNSUBSCRIBE reply on the channel fires it: the record
+// changed, or the server dropped the subscription (a moved slot, a late
+// unsubscription of an earlier topic).
 type topic struct {
 	channel    string
 	watches    int
@@ -101,8 +94,7 @@ type topic struct {
 	fired      bool
 }
 
-// enter counts one more watch of a live subscriber, and reports whether
-// it was live.
+// enter counts one more watch, and reports false if sub is dead.
 func (sub *subscriber) enter() bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
@@ -112,8 +104,8 @@ func (sub *subscriber) enter() bool {
 	return !sub.dead
 }
 
-// subscribe adds a watch to channel's topic, subscribing to the channel
-// when it has no topic yet, and waits for the server's confirmation.
+// subscribe adds a watch to channel's topic, subscribing if it is new, and
+// waits for the confirmation.
 func (sub *subscriber) subscribe(ctx context.Context, channel string) (*topic, error) {
 	sub.mu.Lock()
 	if sub.dead {
@@ -129,8 +121,7 @@ func (sub *subscriber) subscribe(ctx context.Context, channel string) (*topic, e
 	t.watches++
 	sub.mu.Unlock()
 	if first {
-		// Not under ctx: a write that times out makes go-redis drop the
-		// connection, which every watch of the subscriber shares.
+		// Not under ctx: a write that times out drops the shared connection.
 		if err := sub.ps.SSubscribe(context.WithoutCancel(ctx), channel); err != nil {
 			sub.die(err)
 			return t, err
@@ -155,10 +146,8 @@ func (sub *subscriber) subscribe(ctx context.Context, channel string) (*topic, e
 	return t, nil
 }
 
-// leave ends a watch of t (nil for a watch that has no topic yet): the
-// last watch of a confirmed topic unsubscribes from its channel, and the
-// last watch of the subscriber closes its connection and waits for its
-// goroutine to return.
+// leave ends a watch of t (nil if it has none yet); the last watch of the
+// subscriber closes it and waits for its goroutine.
 func (sub *subscriber) leave(t *topic) {
 	sub.mu.Lock()
 	channel := ""
@@ -170,7 +159,7 @@ func (sub *subscriber) leave(t *topic) {
 	}
 	sub.watches--
 	last := sub.watches == 0
-	sub.dead = sub.dead || last // in this critical section, so that no watch enters it meanwhile
+	sub.dead = sub.dead || last // now, so that no watch enters it meanwhile
 	sub.mu.Unlock()
 	if last {
 		sub.close()
@@ -180,8 +169,8 @@ func (sub *subscriber) leave(t *topic) {
 	sub.unsubscribe(channel)
 }
 
-// read reads the subscription's replies and messages until the connection
-// fails or is closed, then kills the subscriber.
+// read handles the connection's replies and messages until it fails or
+// closes.
 func (sub *subscriber) read() {
 	defer close(sub.exited)
 	for {
@@ -194,8 +183,8 @@ func (sub *subscriber) read() {
 	}
 }
 
-// handle applies one reply or message to its channel's topic, and returns
-// the channel to unsubscribe from, if any.
+// handle applies a reply or message to its topic, and returns the channel
+// to unsubscribe from, if any.
 func (sub *subscriber) handle(msg any) string {
 	var channel string
 	confirmation := false
@@ -212,8 +201,7 @@ func (sub *subscriber) handle(msg any) string {
 	t := sub.topics[channel]
 	switch {
 	case t == nil || confirmation == t.confirmed:
-		// A reply to an unsubscription of an earlier topic, or a
-		// message for it; or a subscription confirmed again.
+		// For an earlier topic, or a confirmation repeated.
 		return ""
 	case confirmation:
 		t.confirmed = true
@@ -233,25 +221,22 @@ func (sub *subscriber) handle(msg any) string {
 	}
 }
 
-// remove removes t, one of the subscriber's topics, and returns its
-// channel; sub.mu is held.
+// remove removes t and returns its channel; sub.mu is held.
 func (sub *subscriber) remove(t *topic) string {
 	delete(sub.topics, t.channel)
 	return t.channel
 }
 
-// unsubscribe unsubscribes from channel, unless it is empty. A failure
-// needs no care: the connection it leaves broken fails read, which kills
-// the subscriber.
+// unsubscribe unsubscribes from channel, unless empty. A failure breaks
+// the connection, which fails read and so kills the subscriber.
 func (sub *subscriber) unsubscribe(channel string) {
 	if channel != "" {
 		_ = sub.ps.SUnsubscribe(context.Background(), channel)
 	}
 }
 
-// die kills the subscriber for cause, once: no watch enters it any more,
-// every confirmed topic fires (its connection may have missed a message),
-// every unconfirmed one fails with cause, and the connection is closed.
+// die kills the subscriber for cause, once: confirmed topics fire (a
+// message may have been missed), unconfirmed ones fail with cause.
 func (sub *subscriber) die(cause error) {
 	sub.mu.Lock()
 	if sub.dead {
@@ -272,8 +257,8 @@ func (sub *subscriber) die(cause error) {
 	sub.close()
 }
 
-// close closes the connection of a dead subscriber, which ends read, and
-// forgets the subscriber, so that the next watch starts another.
+// close forgets a dead subscriber, so the next watch starts another, and
+// closes its connection, which ends read.
 func (sub *subscriber) close() {
 	sub.forget()
 	_ = sub.ps.Close()
