@@ -103,7 +103,7 @@ func TestWatchNeedsShardedPubSub(t *testing.T) {
 
 // BenchmarkWaitWake measures, through the middleware, how soon a request
 // waiting with WithWait is answered after its duplicate completes, on
-// REDIS_URL (see internal/waitbench).
+// REDIS_URL (see store/storetest/waitbench).
 func BenchmarkWaitWake(b *testing.B) {
 	s, _ := newStore(b, standalone(b))
 	waitbench.Run(b, s)
