@@ -13,7 +13,7 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     -- fencing number, raised on every takeover of an expired lease
     fence       INTEGER NOT NULL,
     status      INTEGER,
-    -- response header, as internal/headercodec encodes it
+    -- response header, as store/headercodec encodes it
     header      BLOB,
     body        BLOB,
     -- end of the lease while in flight, of the retention once done
