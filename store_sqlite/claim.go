@@ -11,13 +11,11 @@ import (
 	"github.com/seed43327c4c/idempotency/store/headercodec"
 )
 
-// claimSQL claims key ?1 for fingerprint ?2 under token ?3 for ?4 ms: it
-// inserts a missing key, takes over an expired row (an in-flight row's
-// fence raised, a done row's reset to 1), and sets a live row's columns to
-// their own values so that RETURNING reports it; SQLite writes nothing for
-// unchanged bytes, and no index holds a column set here. One writing
-// statement runs at a time per file, so two claims never both see the key
-// free.
+// claimSQL claims key ?1 for fingerprint ?2 under token ?3 for ?4 ms. A
+// live row gets its own values back, so that RETURNING reports it: SQLite
+// writes nothing for unchanged bytes, and no index holds a column set
+// here. One writing statement runs at a time per file, so two claims never
+// both see the key free.
 var claimSQL = onSQLiteClock(`
 INSERT INTO idempotency_keys AS t (key, fingerprint, state, token, fence, expires_at, sweep_at)
 VALUES (?1, ?2, 1, ?3, 1, NOW + ?4, NOW + ?4)
@@ -33,8 +31,8 @@ ON CONFLICT (key) DO UPDATE SET
 RETURNING state = 1 AND token = ?3, state, fingerprint, fence, status, header, body, expires_at - NOW`)
 
 // liveSQL reads key ?1 as claimSQL returns it for token ?2, if it has not
-// expired. It takes no write lock, so a replay or a duplicate never waits
-// for a writer, nor keeps an owner's statement waiting.
+// expired, without the write lock: a replay or a duplicate never waits
+// for a writer.
 var liveSQL = onSQLiteClock(`
 SELECT state = 1 AND token = ?2, state, fingerprint, fence, status, header, body, expires_at - NOW
 FROM idempotency_keys WHERE key = ?1 AND expires_at > NOW`)

@@ -7,9 +7,8 @@ import (
 )
 
 // Migrate creates the store's table and index (schema.sql) if they are
-// missing, and otherwise changes nothing. Any number of processes may call
-// it at once: it runs under BEGIN IMMEDIATE, so one creates the table and
-// the others wait for it within the busy timeout.
+// missing. Any number of processes may call it at once: one creates the
+// table, the others wait for it within the busy timeout.
 func (s *Store) Migrate(ctx context.Context) error {
 	return inImmediateTx(ctx, s.db, "migrate", func(conn *sql.Conn) error {
 		_, err := conn.ExecContext(ctx, schemaSQL)
@@ -17,10 +16,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	})
 }
 
-// inImmediateTx runs f in a transaction begun with BEGIN IMMEDIATE and
-// commits it if f succeeds. A deferred transaction that reads then writes
-// fails at its first write if another connection wrote meanwhile; taking
-// the write lock first waits within the busy timeout instead.
+// inImmediateTx runs f in a transaction that takes the write lock first,
+// committed if f succeeds: a deferred one that reads then writes would
+// fail, not wait, if another connection wrote meanwhile.
 func inImmediateTx(ctx context.Context, db *sql.DB, op string, f func(conn *sql.Conn) error) error {
 	return onWriteLock(ctx, db, op, func(conn *sql.Conn) error {
 		err := f(conn)
@@ -35,7 +33,7 @@ func inImmediateTx(ctx context.Context, db *sql.DB, op string, f func(conn *sql.
 }
 
 // onWriteLock runs f on a connection of db after BEGIN IMMEDIATE; f ends
-// the transaction. Errors are wrapped for op.
+// the transaction.
 func onWriteLock(ctx context.Context, db *sql.DB, op string, f func(conn *sql.Conn) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {

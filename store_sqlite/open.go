@@ -24,12 +24,11 @@ const maxConns = 4
 // to which the file is cut back, so that the WAL never fills a small volume.
 const walPages = 256
 
-// Open opens the SQLite database file at path, creating it in an existing
-// directory, with the settings processes sharing it need (docs/sqlite.md):
-// WAL, busyTimeout (0 means DefaultBusyTimeout), synchronous=FULL, a
-// bounded WAL, and BEGIN IMMEDIATE for db.BeginTx. It checks that it can
-// write and lock the file; otherwise the error matches ErrReadOnly,
-// ErrCorrupt or ErrBusy, or names the missing directory.
+// Open opens or creates the SQLite database file at path (its directory
+// must exist) with the settings processes sharing it need: WAL, busyTimeout
+// (0 means DefaultBusyTimeout), synchronous=FULL, a bounded WAL, and BEGIN
+// IMMEDIATE for db.BeginTx. If it cannot write and lock the file, the
+// error matches ErrReadOnly, ErrCorrupt or ErrBusy.
 func Open(ctx context.Context, path string, busyTimeout time.Duration) (*sql.DB, error) {
 	if busyTimeout < 0 {
 		return nil, fmt.Errorf("sqlitestore: open %s: negative busy timeout %v", path, busyTimeout)
@@ -70,8 +69,7 @@ func dsn(abs string, busyTimeout time.Duration) string {
 }
 
 // check makes sure db's file is in WAL mode and that this process can
-// write it and take its write lock within the busy timeout, by creating a
-// table in a transaction it rolls back.
+// write it and take its write lock.
 func check(ctx context.Context, db *sql.DB, op string) error {
 	var mode string
 	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {

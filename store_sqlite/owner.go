@@ -55,8 +55,8 @@ func (s *Store) Release(ctx context.Context, key string, owner store.Lease) erro
 	return s.endingExec(ctx, "release", releaseSQL, key, owner)
 }
 
-// ownerExec runs an owner's statement, args following ?1 to ?3. An empty
-// token, which a released row keeps, is refused without a query.
+// ownerExec runs an owner's statement. An empty token, which a released
+// row keeps, is refused without a query.
 func (s *Store) ownerExec(ctx context.Context, op string, k kind, sql, key string, owner store.Lease, args ...any) error {
 	if owner.Token == "" {
 		return store.ErrNotOwner

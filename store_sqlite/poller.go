@@ -23,10 +23,9 @@ var inFlightSQL = onSQLiteClock(`
 SELECT key FROM idempotency_keys
 WHERE key IN (SELECT value FROM json_each(?1)) AND state = 1 AND expires_at > NOW`)
 
-// poll is the poller (see Watch). It runs until ctx ends and closes exited
-// on return. ctx bounds the wait for the connection, not the statements:
-// under a context that can end, the driver starts a goroutine per
-// statement.
+// poll is the poller (see Watch); it closes exited on return. ctx bounds
+// the wait for the connection, not the statements: under a context that
+// can end, the driver starts a goroutine per statement.
 func (s *Store) poll(ctx context.Context, exited chan<- struct{}) {
 	defer close(exited)
 	conn, err := s.db.Conn(ctx)

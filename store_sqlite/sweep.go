@@ -26,10 +26,9 @@ const DefaultSweepInterval = time.Minute
 // claims little.
 const sweepBatch = 1000
 
-// DeleteExpired removes up to batch expired rows, in-flight ones only
-// after the abandoned retention (see WithAbandonedRetention), and returns
-// how many; fewer than batch means none are left. Any number of processes
-// may run it at once. A batch below 1 is an error.
+// DeleteExpired removes up to batch expired rows, in-flight ones after
+// the abandoned retention, and returns how many; fewer than batch means
+// none are left. Processes may run it at once. A batch below 1 is an error.
 func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 	if batch < 1 {
 		return 0, errors.New("sqlitestore: DeleteExpired expects batch >= 1")

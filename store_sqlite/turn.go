@@ -7,9 +7,8 @@ import (
 )
 
 // turn is held by the one statement of a store that runs at a time. An
-// owner's statement (renew, complete, release) gets it before any other,
-// so that a storm of claims delays an owner by one statement at most;
-// otherwise it goes in order of arrival.
+// owner's statement gets it first, so that a storm of claims delays an
+// owner by one statement at most.
 type turn struct {
 	mu     sync.Mutex
 	held   bool

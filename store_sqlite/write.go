@@ -27,11 +27,10 @@ const (
 	otherRetry = time.Millisecond
 )
 
-// write runs statement, of kind k, on a connection of its own in the
-// store's turn, and wraps its error for op. SQLite's busy handler sleeps
-// longer on each try and so loses a freed lock to other processes: the
-// statement runs with busy_timeout 0 instead, retried every ownerRetry or
-// otherRetry until it runs, ctx ends, or the busy timeout passes (ErrBusy).
+// write runs statement on a connection of its own in the store's turn.
+// SQLite's busy handler sleeps longer on each try and so loses a freed
+// lock to other processes: the statement runs with busy_timeout 0 instead,
+// retried until the busy timeout passes (ErrBusy).
 func (s *Store) write(ctx context.Context, op string, k kind, statement func(conn *sql.Conn) error) error {
 	if err := s.turn.take(ctx, k != other); err != nil {
 		return wrap(op, err)
