@@ -28,7 +28,8 @@ const walPages = 256
 // must exist) with the settings processes sharing it need: WAL, busyTimeout
 // (0 means DefaultBusyTimeout), synchronous=FULL, a bounded WAL, and BEGIN
 // IMMEDIATE for db.BeginTx. If it cannot write and lock the file, the
-// error matches ErrReadOnly, ErrCorrupt or ErrBusy.
+// error matches ErrReadOnly, ErrCorrupt or ErrBusy, or names a missing
+// directory.
 func Open(ctx context.Context, path string, busyTimeout time.Duration) (*sql.DB, error) {
 	if busyTimeout < 0 {
 		return nil, fmt.Errorf("sqlitestore: open %s: negative busy timeout %v", path, busyTimeout)

@@ -13,8 +13,8 @@ import (
 const pollInterval = 2 * time.Millisecond
 
 // dataVersionSQL changes between two runs on one connection if and only if
-// another connection, of any process, committed in between. It reads the
-// WAL index, not the disk. The poller's connection commits nothing.
+// another connection, of any process, committed in between; the poller's
+// connection commits nothing.
 const dataVersionSQL = `PRAGMA data_version`
 
 // inFlightSQL returns which row keys of the JSON array ?1 are in flight

@@ -22,8 +22,8 @@ const (
 	// shortLease is the lease or retention of records the suite lets
 	// expire.
 	shortLease = 150 * time.Millisecond
-	// pastShortLease leaves a margin for a loaded machine, millisecond
-	// expiry and a database's transaction clock.
+	// pastShortLease is how long the suite sleeps for a shortLease to end,
+	// with margin for a loaded machine and a database's transaction clock.
 	pastShortLease = 400 * time.Millisecond
 	// longLease and retention outlast any test.
 	longLease = time.Minute
@@ -34,7 +34,7 @@ const (
 // newStore is called once per subtest, before the subtest calls t.Parallel
 // (so it must not call it), and must return a store isolated from the
 // others (its own key prefix, table or database): subtests run in parallel
-// on the same keys. It may register cleanups, and t.Skip.
+// on the same keys. It may register cleanups and call t.Skip.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	runCases(t, newStore, []suiteCase[store.Store]{
 		{"ClaimNewKey", testClaimNewKey},
@@ -166,7 +166,7 @@ func requireTTL(t *testing.T, ttl, most time.Duration) {
 	require.LessOrEqual(t, ttl, most, "time left cannot exceed the lease or retention set")
 }
 
-// requireNotOwner requires err, op's, to match store.ErrNotOwner.
+// requireNotOwner requires err, returned by op, to match store.ErrNotOwner.
 func requireNotOwner(t *testing.T, err error, op string) {
 	t.Helper()
 	require.ErrorIs(t, err, store.ErrNotOwner, "%s by a lease that does not hold the key", op)
