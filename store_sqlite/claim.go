@@ -11,26 +11,11 @@ import (
 	"github.com/seed43327c4c/idempotency/store/headercodec"
 )
 
-// claimSQL claims key ?1 for fingerprint ?2 under token ?3 for a lease of
-// ?4 milliseconds, in one statement:
-//
-//   - a missing key is inserted, in flight under ?3 with fence 1;
-//   - on a conflict with an expired row (its lease or retention over on
-//     SQLite's clock), the row is taken over: an in-flight row's fence is
-//     raised, a finished row starts again at 1;
-//   - on a conflict with a live row, every column is set to the value it
-//     has, so that RETURNING still reports the row. That writes nothing:
-//     SQLite leaves a row whose bytes stay the same untouched, and no
-//     index holds a column this statement sets (sweep_at, the sweeper's,
-//     is left as it is even by a takeover; see deleteExpiredSQL).
-//
-// The row is returned in every case, as it is after the statement: it is
-// claimed when it is in flight under ?3, which is a fresh claim or a
-// takeover, or a claim sent again by the owner of the live lease (see
-// Store.Claim in package store). The time left is counted from the same
-// instant the statement judged the expiry at. SQLite runs one writing
-// statement at a time on a database file, whatever the process, so two
-// claims can never both see the key free or expired.
+// claimSQL claims key ?1 for fingerprint ?2 under token ?3 for ?4 ms. A
+// live row gets its own values back, so that RETURNING reports it: SQLite
+// writes nothing for unchanged bytes, and no index holds a column set
+// here. One writing statement runs at a time per file, so two claims never
+// both see the key free.
 var claimSQL = onSQLiteClock(`
 INSERT INTO idempotency_keys AS t (key, fingerprint, state, token, fence, expires_at, sweep_at)
 VALUES (?1, ?2, 1, ?3, 1, NOW + ?4, NOW + ?4)
@@ -45,20 +30,15 @@ ON CONFLICT (key) DO UPDATE SET
     expires_at  = iif(t.expires_at <= NOW, excluded.expires_at, t.expires_at)
 RETURNING state = 1 AND token = ?3, state, fingerprint, fence, status, header, body, expires_at - NOW`)
 
-// liveSQL reads key ?1 for a claim under token ?2, as claimSQL returns it,
-// if its lease or retention has not ended on SQLite's clock. It takes no
-// write lock: a duplicate of a request in flight, or a replay, is answered
-// without waiting for the writer of any process, and never keeps an
-// owner's renewal or completion waiting for the file.
+// liveSQL reads key ?1 as claimSQL returns it for token ?2, if it has not
+// expired, without the write lock: a replay or a duplicate never waits
+// for a writer.
 var liveSQL = onSQLiteClock(`
 SELECT state = 1 AND token = ?2, state, fingerprint, fence, status, header, body, expires_at - NOW
 FROM idempotency_keys WHERE key = ?1 AND expires_at > NOW`)
 
-// Claim implements store.Store: a read of a live record (liveSQL), and
-// only when there is none, the one statement of claimSQL, which decides.
-// The lease is counted in whole milliseconds from SQLite's clock. A record
-// past its lease or retention counts as absent: it is taken over by the
-// claim (with fence 1 if it was done).
+// Claim implements store.Store: a read of a live record, then, if there is
+// none, claimSQL. The lease counts in whole milliseconds.
 func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
 	if token == "" {
 		return store.Record{}, false, fmt.Errorf("sqlitestore: claim: %w", store.ErrEmptyToken)

@@ -11,26 +11,24 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// The store's errors for a database file it cannot use. They come wrapped,
-// with the operation and the driver's message; match them with errors.Is.
+// Errors for a database file the store cannot use, wrapped with the
+// operation and the driver's message (match them with errors.Is).
 var (
-	// ErrBusy means the database file stayed locked by another connection,
-	// in this process or another, for longer than the busy timeout.
+	// ErrBusy means another connection held the file's lock past the busy
+	// timeout.
 	ErrBusy = errors.New("database file locked past the busy timeout")
-	// ErrReadOnly means the database file, its directory, or its -wal or
-	// -shm file cannot be written, or for want of permission not opened.
+	// ErrReadOnly means the file, its directory, or its -wal or -shm file
+	// cannot be written or opened.
 	ErrReadOnly = errors.New("database file is read-only")
 	// ErrCorrupt means the file is not an SQLite database, or is damaged.
 	ErrCorrupt = errors.New("database file is not a database or is corrupt")
-	// ErrDiskFull means the disk of the database file, or of its -wal
-	// file, has no room for a write. It also matches store.ErrFull.
+	// ErrDiskFull means the disk has no room for a write. It also matches
+	// store.ErrFull.
 	ErrDiskFull = fmt.Errorf("database or disk is full (%w)", store.ErrFull)
 )
 
-// wrap returns err, an error of the driver or of database/sql met by op,
-// as the store's own: one of ErrBusy, ErrReadOnly, ErrCorrupt or ErrDiskFull, or ctx's
-// error, when it is one of those; otherwise an error that names op and
-// carries the driver's message. Driver error values never leak.
+// wrap returns err, met by op, naming op and matching the sentinel or
+// context error it stands for; driver error values never leak.
 func wrap(op string, err error) error {
 	if sentinel := classify(err); sentinel != nil {
 		return fmt.Errorf("sqlitestore: %s: %w (%v)", op, sentinel, err)
@@ -38,8 +36,7 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("sqlitestore: %s: %v", op, err)
 }
 
-// classify returns the store's sentinel or the context error that err
-// stands for, or nil.
+// classify returns the sentinel or context error err stands for, or nil.
 func classify(err error) error {
 	for _, ctxErr := range []error{context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, ctxErr) {

@@ -6,12 +6,9 @@ import (
 	"database/sql/driver"
 )
 
-// Migrate creates the store's table and index (schema.sql) if they do not
-// exist yet, and otherwise changes nothing. It runs in one transaction
-// begun with BEGIN IMMEDIATE, which takes the file's write lock first, so
-// any number of processes may call it at start-up at once: one creates the
-// table, the others wait for it (within the busy timeout) and find it
-// there.
+// Migrate creates the store's table and index (schema.sql) if they are
+// missing. Any number of processes may call it at once: one creates the
+// table, the others wait for it within the busy timeout.
 func (s *Store) Migrate(ctx context.Context) error {
 	return inImmediateTx(ctx, s.db, "migrate", func(conn *sql.Conn) error {
 		_, err := conn.ExecContext(ctx, schemaSQL)
@@ -19,12 +16,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	})
 }
 
-// inImmediateTx runs f on one connection of db inside a transaction begun
-// with BEGIN IMMEDIATE, and commits it if f succeeds. A deferred
-// transaction that reads and then writes can fail at its first write
-// without waiting when another connection wrote meanwhile; one that takes
-// the write lock first waits for it instead, within the busy timeout.
-// Errors are wrapped for op (see wrap).
+// inImmediateTx runs f in a transaction that takes the write lock first,
+// committed if f succeeds: a deferred one that reads then writes would
+// fail, not wait, if another connection wrote meanwhile.
 func inImmediateTx(ctx context.Context, db *sql.DB, op string, f func(conn *sql.Conn) error) error {
 	return onWriteLock(ctx, db, op, func(conn *sql.Conn) error {
 		err := f(conn)
@@ -38,10 +32,8 @@ func inImmediateTx(ctx context.Context, db *sql.DB, op string, f func(conn *sql.
 	})
 }
 
-// onWriteLock runs f on one connection of db once it has begun a
-// transaction on it with BEGIN IMMEDIATE, which waits for the file's write
-// lock within the busy timeout; f ends the transaction. Errors are wrapped
-// for op (see wrap).
+// onWriteLock runs f on a connection of db after BEGIN IMMEDIATE; f ends
+// the transaction.
 func onWriteLock(ctx context.Context, db *sql.DB, op string, f func(conn *sql.Conn) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -57,8 +49,7 @@ func onWriteLock(ctx context.Context, db *sql.DB, op string, f func(conn *sql.Co
 	return nil
 }
 
-// rollback ends conn's transaction. If that fails, conn is discarded
-// rather than handed back to the pool with a transaction still open.
+// rollback ends conn's transaction, or discards conn if that fails.
 func rollback(ctx context.Context, conn *sql.Conn) {
 	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })

@@ -13,34 +13,23 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
-// DefaultBusyTimeout is how long a statement of a database opened by Open
-// waits for another connection's write lock before it fails with ErrBusy,
-// when Open is given a busy timeout of 0.
+// DefaultBusyTimeout is the busy timeout Open sets when given 0.
 const DefaultBusyTimeout = 5 * time.Second
 
-// maxConns bounds the connections a database opened by Open keeps, open
-// and idle: SQLite runs one writer at a time, so more would only wait for
-// the lock, and fewer would close and reopen connections under load.
+// maxConns bounds the open and idle connections of a database from Open:
+// SQLite has one writer at a time, so more would only wait.
 const maxConns = 4
 
-// walPages is how many pages of 4 KiB the WAL of a database opened by Open
-// holds before a commit copies them into the database, and the size the
-// WAL file is cut back to after it: about 1 MiB, so that the WAL never
-// takes a small volume whole and leaves the database no room to absorb it.
+// walPages (of 4 KiB) is the WAL size at which a commit checkpoints it and
+// to which the file is cut back, so that the WAL never fills a small volume.
 const walPages = 256
 
-// Open opens the SQLite database file at path, creating it if it is
-// missing (its directory must exist), with the settings that several
-// processes sharing the file need, on every connection: the WAL journal
-// (readers never wait for the writer), the busy timeout (0 means
-// DefaultBusyTimeout), synchronous=FULL (a transaction the store committed
-// survives a power loss, not only a crash), a WAL of about 1 MiB (see
-// walPages), and BEGIN IMMEDIATE for the
-// transactions of db.BeginTx. It checks that the file is a database that
-// can be written and locked before it returns: otherwise the error matches
-// ErrReadOnly, ErrCorrupt or ErrBusy, or names the missing directory.
-// The caller closes db. The file must be on a local disk (see the package
-// documentation).
+// Open opens or creates the SQLite database file at path (its directory
+// must exist) with the settings processes sharing it need: WAL, busyTimeout
+// (0 means DefaultBusyTimeout), synchronous=FULL, a bounded WAL, and BEGIN
+// IMMEDIATE for db.BeginTx. If it cannot write and lock the file, the
+// error matches ErrReadOnly, ErrCorrupt or ErrBusy, or names a missing
+// directory.
 func Open(ctx context.Context, path string, busyTimeout time.Duration) (*sql.DB, error) {
 	if busyTimeout < 0 {
 		return nil, fmt.Errorf("sqlitestore: open %s: negative busy timeout %v", path, busyTimeout)
@@ -68,8 +57,7 @@ func Open(ctx context.Context, path string, busyTimeout time.Duration) (*sql.DB,
 	return db, nil
 }
 
-// dsn is the driver's name for the file at the absolute path abs with the
-// settings Open documents.
+// dsn is the driver's name for the file at abs with Open's settings.
 func dsn(abs string, busyTimeout time.Duration) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busyTimeout.Milliseconds(), 10)+")")
@@ -81,10 +69,8 @@ func dsn(abs string, busyTimeout time.Duration) string {
 	return (&url.URL{Scheme: "file", OmitHost: true, Path: abs, RawQuery: q.Encode()}).String()
 }
 
-// check makes sure db's file is an SQLite database in WAL mode that this
-// process can write, and whose write lock it can take within the busy
-// timeout: it creates a table in a transaction that it rolls back. Errors
-// are wrapped for op.
+// check makes sure db's file is in WAL mode and that this process can
+// write it and take its write lock.
 func check(ctx context.Context, db *sql.DB, op string) error {
 	var mode string
 	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {

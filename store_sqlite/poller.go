@@ -9,33 +9,23 @@ import (
 	"github.com/seed43327c4c/idempotency/store/keywatch"
 )
 
-// pollInterval is how often the poller asks its connection whether another
-// connection committed (see Watch).
+// pollInterval is how often the poller runs dataVersionSQL.
 const pollInterval = 2 * time.Millisecond
 
-// dataVersionSQL returns a number that changes between two of its runs on
-// one connection if, and only if, another connection committed to the
-// file in between, in this process or another: SQLite reads it from the
-// WAL index, so it costs no disk read. The connection's own commits do not
-// change it; the poller's connection makes none.
+// dataVersionSQL changes between two runs on one connection if and only if
+// another connection, of any process, committed in between; the poller's
+// connection commits nothing.
 const dataVersionSQL = `PRAGMA data_version`
 
-// inFlightSQL returns which of the row keys in the JSON array ?1 are in
-// flight under a lease that has not ended on SQLite's clock: the others
-// are done, missing (never claimed, or swept), released (whose lease
-// ended when it was released) or lapsed, and the next Claim of each
-// decides without waiting.
+// inFlightSQL returns which row keys of the JSON array ?1 are in flight
+// under a live lease: the next Claim of any other decides without waiting.
 var inFlightSQL = onSQLiteClock(`
 SELECT key FROM idempotency_keys
 WHERE key IN (SELECT value FROM json_each(?1)) AND state = 1 AND expires_at > NOW`)
 
-// poll is the poller (see Watch): it runs until ctx ends, on one
-// connection of the store's database, and looks at the watched keys when
-// another connection has committed, which it asks every s.pollEvery, or
-// when a key was newly watched; its first look comes after one interval
-// too. It closes exited when it returns. ctx bounds the wait for the
-// connection, not the statements: under a context that can end, the
-// driver starts a goroutine for each statement.
+// poll is the poller (see Watch); it closes exited on return. ctx bounds
+// the wait for the connection, not the statements: under a context that
+// can end, the driver starts a goroutine per statement.
 func (s *Store) poll(ctx context.Context, exited chan<- struct{}) {
 	defer close(exited)
 	conn, err := s.db.Conn(ctx)
@@ -68,9 +58,8 @@ func (s *Store) poll(ctx context.Context, exited chan<- struct{}) {
 	}
 }
 
-// toLookAt returns the watched keys and their watches when the poller is
-// to look at them: after a commit by another connection (committed), or
-// when a key was newly watched. Otherwise it returns none.
+// toLookAt returns the watched keys and their watches if another
+// connection committed or a key was newly watched, and otherwise none.
 func (w *watches) toLookAt(committed bool) (rows []string, kws []*keywatch.Watch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -85,8 +74,7 @@ func (w *watches) toLookAt(committed bool) (rows []string, kws []*keywatch.Watch
 	return rows, kws
 }
 
-// look reads which of rows are in flight and wakes the watches of the
-// others, kws[i] being the watch of rows[i] when the poller took it.
+// look wakes kws[i], the watch of rows[i], if rows[i] is not in flight.
 func (s *Store) look(conn *sql.Conn, rows []string, kws []*keywatch.Watch) error {
 	list, err := json.Marshal(rows)
 	if err != nil {
@@ -118,9 +106,9 @@ func (s *Store) look(conn *sql.Conn, rows []string, kws []*keywatch.Watch) error
 	return nil
 }
 
-// pollFailed ends the poller of ctx after err, unless the last watch has
-// stopped it meanwhile: err is logged, and every watch is woken, since a
-// commit may go unseen until the next watch starts another poller.
+// pollFailed logs err, wakes every watch (a commit may go unseen until the
+// next watch starts a poller) and ends the poller, unless the last watch
+// stopped it already.
 func (s *Store) pollFailed(ctx context.Context, err error) {
 	w := &s.watches
 	w.mu.Lock()

@@ -6,11 +6,9 @@ import (
 	"sync"
 )
 
-// turn is held by the one statement of a store that runs at a time. A
-// statement of a lease's owner (renew, complete, release) that waits for it
-// is given it before any other statement, so that a storm of claims never
-// delays an owner by more than the one statement running; among owners,
-// and among the others, it goes in order of arrival.
+// turn is held by the one statement of a store that runs at a time. An
+// owner's statement gets it first, so that a storm of claims delays an
+// owner by one statement at most.
 type turn struct {
 	mu     sync.Mutex
 	held   bool
@@ -18,8 +16,8 @@ type turn struct {
 	others []chan struct{} // waiting claims and sweeps, in order
 }
 
-// take waits for the turn, ahead of the others if owner is true, and
-// returns nil once it holds it, or ctx's error if ctx ends first.
+// take waits for the turn, ahead of the others if owner, and returns nil
+// once it holds it, or ctx's error.
 func (t *turn) take(ctx context.Context, owner bool) error {
 	t.mu.Lock()
 	if !t.held {
@@ -50,8 +48,7 @@ func (t *turn) take(ctx context.Context, owner bool) error {
 	return ctx.Err()
 }
 
-// give hands the turn to the next waiting statement, owners first, or
-// frees it.
+// give hands the turn to the next waiter, owners first, or frees it.
 func (t *turn) give() {
 	t.mu.Lock()
 	defer t.mu.Unlock()

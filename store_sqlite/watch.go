@@ -11,36 +11,16 @@ import (
 
 var _ store.Watcher = (*Store)(nil)
 
-// errOneConnection is what Watch returns for a database of one connection,
-// which the poller would take from the store's own statements.
+// errOneConnection refuses a db of one connection, which the poller would
+// take from the store's statements.
 var errOneConnection = errors.New("sqlitestore: watch: the database allows one connection, which the poller would hold; poll")
 
-// Watch implements store.Watcher. SQLite tells no connection about
-// another's commits, so a watch is woken two ways:
-//
-//   - the Complete or Release of the key by this Store wakes its watchers
-//     at once, when the statement has committed;
-//   - while at least one key is watched, a goroutine of the store (the
-//     poller) holds one connection of its database and asks it every 2 ms
-//     whether any other connection, of this process or another, committed
-//     since its last look (PRAGMA data_version). After a commit, and after
-//     each new watch, it reads in one query which watched keys are still in
-//     flight under a live lease, and wakes the watchers of the others.
-//
-// So a watch of a key that is missing, done, or in flight under a lease
-// that has ended is closed by the poller's first look, a few milliseconds
-// after Watch; a completion by another Store, a sweep of the row, or a
-// lease that lapses are seen at the first commit after them. The poller
-// stops when the last watch stops, whose stop waits for it to return its
-// connection (at most the end of its current query), and starts again
-// with the next watch. If it fails (the database was closed, say), it logs
-// the error with the store's logger (see WithLogger), wakes every watcher
-// and stops.
-//
-// Watch needs a database that allows at least two connections: on one of
-// db.SetMaxOpenConns(1) it returns an error, and the caller polls. It
-// never touches the database itself, and ctx is unused. Nothing is
-// allocated for watches by Complete and Release while no key is watched.
+// Watch implements store.Watcher. This Store's Complete or Release wakes
+// the key's watchers once committed; other writers' commits are seen by a
+// poller that, while any key is watched, holds a connection of db and
+// checks PRAGMA data_version every 2 ms. The last watch's stop returns once
+// that connection is back. A failing poller logs, wakes every watcher and
+// stops. Watch refuses a db of one connection (the caller then polls).
 func (s *Store) Watch(_ context.Context, key string) (<-chan struct{}, func(), error) {
 	if s.db.Stats().MaxOpenConnections == 1 {
 		return nil, nil, errOneConnection
@@ -59,12 +39,12 @@ func (s *Store) Watch(_ context.Context, key string) (<-chan struct{}, func(), e
 	return kw.Changed(), func() { w.unwatch(row, kw) }, nil
 }
 
-// watches are the keys of a store being watched.
+// watches are a store's watched keys.
 type watches struct {
 	mu     sync.Mutex
 	keys   keywatch.Set // by row key
-	fresh  bool         // a key was watched since the poller's last look at the keys
-	poller *poller      // the running poller; nil when none runs
+	fresh  bool         // a key was watched since the poller's last look
+	poller *poller      // nil when none runs
 }
 
 // poller is a running poller (see Store.poll).
@@ -73,9 +53,8 @@ type poller struct {
 	exited chan struct{}      // closed when it has returned
 }
 
-// unwatch stops one of kw's watchers of row (see keywatch.Set.Stop), and
-// the last watch of the store stops the poller and waits for it, so that
-// its connection is back in the pool on return.
+// unwatch stops one of kw's watchers of row. The store's last watch stops
+// the poller and waits, so that its connection is back in the pool.
 func (w *watches) unwatch(row string, kw *keywatch.Watch) {
 	w.mu.Lock()
 	w.keys.Stop(row, kw)
@@ -90,8 +69,8 @@ func (w *watches) unwatch(row string, kw *keywatch.Watch) {
 	<-p.exited
 }
 
-// watched returns the watch of key, if it is watched: while no key is
-// watched it returns nil before it hashes key.
+// watched returns key's watch, or nil, without hashing key while nothing
+// is watched.
 func (w *watches) watched(key string) (row string, kw *keywatch.Watch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -102,19 +81,17 @@ func (w *watches) watched(key string) (row string, kw *keywatch.Watch) {
 	return row, w.keys.Watched(row)
 }
 
-// wake closes kw, the watch of row, unless it was woken already (by the
-// poller, or by another completion), and forgets it: a later watch of the
-// key gets a watch of its own.
+// wake closes kw, the watch of row, unless already woken, and forgets it:
+// a later watch of the key gets its own.
 func (w *watches) wake(row string, kw *keywatch.Watch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.keys.WakeWatch(row, kw)
 }
 
-// endingExec runs ownerExec for a statement that takes key out of flight
-// (complete, release), and once it succeeded wakes the watchers of key
-// whose watch started before it: a watch that starts later, perhaps of a
-// new claim of the key, is left to the poller's look.
+// endingExec runs ownerExec for complete or release, then wakes key's
+// watch if it started before: a later one, perhaps of a new claim, is left
+// to the poller.
 func (s *Store) endingExec(ctx context.Context, op, sql, key string, owner store.Lease, args ...any) error {
 	row, kw := s.watches.watched(key)
 	if err := s.ownerExec(ctx, op, ending, sql, key, owner, args...); err != nil {

@@ -9,38 +9,28 @@ import (
 	"time"
 )
 
-// kind is what a statement of the store is, which decides how it waits
-// (see write).
+// kind decides how a statement waits (see write).
 type kind int
 
 const (
-	// other is a claim or a sweep.
-	other kind = iota
-	// ending is an owner's complete or release.
-	ending
-	// renewal is an owner's renewal. It need not survive a power loss,
-	// which ends every process and so every lease: its commit is not
-	// flushed to disk, which keeps it short.
+	other  kind = iota // a claim or a sweep
+	ending             // an owner's complete or release
+	// renewal is an owner's renewal, committed without a disk flush: a
+	// power loss ends every lease anyway.
 	renewal
 )
 
-// How soon a statement of the store that found the file locked by another
-// connection tries again: an owner's statement sooner than the others, so
-// that across processes too it takes the lock first when it is freed.
+// How soon a statement retries a file locked by another connection: an
+// owner's sooner, so that across processes it takes the freed lock first.
 const (
 	ownerRetry = 100 * time.Microsecond
 	otherRetry = time.Millisecond
 )
 
-// write runs statement, one of the store's statements, of kind k, on a
-// connection of its own, when no other statement of this store is running
-// (see turn), an owner's ahead of the others, and returns its error wrapped
-// for op. SQLite's own wait for a locked file sleeps longer on each try,
-// so that a waiter often sleeps through the moment the lock is freed and
-// another process's next statement takes it: the statement runs with no
-// busy timeout instead, and is tried again every ownerRetry or otherRetry
-// until it finds the file unlocked, ctx ends, or the connection's busy
-// timeout has passed (ErrBusy).
+// write runs statement on a connection of its own in the store's turn.
+// SQLite's busy handler sleeps longer on each try and so loses a freed
+// lock to other processes: the statement runs with busy_timeout 0 instead,
+// retried until the busy timeout passes (ErrBusy).
 func (s *Store) write(ctx context.Context, op string, k kind, statement func(conn *sql.Conn) error) error {
 	if err := s.turn.take(ctx, k != other); err != nil {
 		return wrap(op, err)
@@ -88,14 +78,13 @@ func (s *Store) write(ctx context.Context, op string, k kind, statement func(con
 	}
 }
 
-// set sets conn's pragma to value.
 func set(ctx context.Context, conn *sql.Conn, pragma string, value int64) error {
 	_, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA %s = %d", pragma, value))
 	return err
 }
 
 // restore sets conn's pragma back to value, or discards conn if that
-// fails, so that the pool never hands out a connection without it.
+// fails, so that the pool never hands out a changed connection.
 func restore(conn *sql.Conn, pragma string, value int64) {
 	if err := set(context.Background(), conn, pragma, value); err != nil {
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })

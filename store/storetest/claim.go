@@ -12,17 +12,13 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// testClaimNewKey: Claim on a key never seen wins, in flight, under the
-// caller's token, with a fencing number of at least 1 and the whole lease
-// left.
+// testClaimNewKey: Claim on a key never seen wins.
 func testClaimNewKey(t *testing.T, s store.Store) {
 	mustClaim(t, s, "new", "fp-new", longLease)
 }
 
-// testClaimInFlightKey: Claim on a key in flight under a live lease loses
-// and changes nothing. It reports the state in flight, the first claim's
-// fingerprint, the lease time left, and no token. The owner still holds
-// the key afterwards.
+// testClaimInFlightKey: Claim on a key in flight under a live lease loses,
+// reports the first claim's record without its token, and changes nothing.
 func testClaimInFlightKey(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "busy", "fp-first", longLease)
 	rec := mustLose(t, s, "busy", "fp-second")
@@ -36,9 +32,8 @@ func testClaimInFlightKey(t *testing.T, s store.Store) {
 	requireCompleted(t, s, "busy", "fp-first", resp)
 }
 
-// testClaimCompletedKey: Claim on a completed key loses and returns the
-// stored response and the first claim's fingerprint, with the retention
-// time left, as often as it is asked.
+// testClaimCompletedKey: every Claim on a completed key loses and returns
+// the stored response.
 func testClaimCompletedKey(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "done", "fp-first", longLease)
 	resp := sampleResponse()
@@ -48,9 +43,8 @@ func testClaimCompletedKey(t *testing.T, s store.Store) {
 	}
 }
 
-// testCompleteNilIsUnreplayable: Complete with a nil response marks the key
-// done but unreplayable: a later Claim loses and reports
-// store.StateUnreplayable, the first claim's fingerprint and no response.
+// testCompleteNilIsUnreplayable: Complete with a nil response makes the
+// key unreplayable.
 func testCompleteNilIsUnreplayable(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "huge", "fp-first", longLease)
 	complete(t, s, "huge", owner, nil)
@@ -61,11 +55,9 @@ func testCompleteNilIsUnreplayable(t *testing.T, s store.Store) {
 	requireTTL(t, rec.TTL, retention)
 }
 
-// testDistinctKeysAreIndependent: keys that differ in any byte are separate
-// records, whatever bytes they hold (separators, Redis hash-tag braces,
-// spaces, non-ASCII, a case change, zero and other control bytes as in the
-// middleware's keys, a long key). Completing one key does not touch
-// another.
+// testDistinctKeysAreIndependent: keys that differ in any byte are
+// separate records, whatever bytes they hold (hash-tag braces, control
+// bytes as in the middleware's keys, a long key).
 func testDistinctKeysAreIndependent(t *testing.T, s store.Store) {
 	keys := []string{
 		"a", "A", "ab", "a:b", "a:b:", "{a}", "{a}:b", "a b", "a/b/c?d=e",
@@ -92,9 +84,8 @@ func testDistinctKeysAreIndependent(t *testing.T, s store.Store) {
 	}
 }
 
-// keyedResponse is a response whose body and header name the key it was
-// stored under, quoted as Go quotes strings, so that a key's control bytes
-// are not in the header.
+// keyedResponse is a response naming key, quoted so that a key's control
+// bytes stay out of the header.
 func keyedResponse(key string) *store.Response {
 	quoted := strconv.Quote(key)
 	return &store.Response{

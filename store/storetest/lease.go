@@ -10,7 +10,7 @@ import (
 )
 
 // requireAllRefused requires Renew, Complete and Release by lease on key to
-// each return store.ErrNotOwner.
+// be refused.
 func requireAllRefused(t *testing.T, s store.Store, key string, lease store.Lease) {
 	t.Helper()
 	ctx := t.Context()
@@ -20,19 +20,15 @@ func requireAllRefused(t *testing.T, s store.Store, key string, lease store.Leas
 	requireNotOwner(t, s.Release(ctx, key, lease), "Release")
 }
 
-// testLeaseOpsOnMissingKey: Renew, Complete and Release on a key that has
-// no record return store.ErrNotOwner and create nothing: the next Claim
-// wins.
+// testLeaseOpsOnMissingKey: lease calls on a missing key are refused and
+// create nothing.
 func testLeaseOpsOnMissingKey(t *testing.T, s store.Store) {
 	requireAllRefused(t, s, "missing", store.Lease{Token: newToken(), Fence: 1})
 	mustClaim(t, s, "missing", "fp", longLease)
 }
 
-// testLeaseOpsOnCompletedKey: once its owner completed a key, with a
-// response or without, a Complete by that same lease (sent again, its
-// first reply lost) returns nil and changes nothing: neither the stored
-// response nor the retention. Renew and Release by it, and all three by
-// any other lease, return store.ErrNotOwner.
+// testLeaseOpsOnCompletedKey: the completing lease's Complete sent again
+// returns nil and changes nothing; every other lease call is refused.
 func testLeaseOpsOnCompletedKey(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	for key, want := range map[string]*store.Response{"done": keyedResponse("done"), "unreplayable": nil} {
@@ -58,11 +54,9 @@ func testLeaseOpsOnCompletedKey(t *testing.T, s store.Store) {
 	requireTTL(t, rec.TTL, retention)
 }
 
-// testWrongLeaseIsRefused: the lease is the token and the fencing number
-// together. The owner's token with another fencing number, another token
-// with the owner's fencing number, and an empty token are all refused with
-// store.ErrNotOwner and change nothing: the owner can still renew and
-// complete.
+// testWrongLeaseIsRefused: a lease is the token and the fencing number
+// together; any other pair, or an empty token, is refused and changes
+// nothing.
 func testWrongLeaseIsRefused(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "key", "fp", longLease)
 	for _, wrong := range []store.Lease{
@@ -76,11 +70,9 @@ func testWrongLeaseIsRefused(t *testing.T, s store.Store) {
 	requireOwnerIntact(t, s, "key", "fp", owner)
 }
 
-// testRenewExtendsLease: Renew sets the lease's end to the new lease from
-// now: a record renewed for a long lease is still in flight, and still the
-// owner's, well past the end of its first, short lease. (The first lease is
-// twice shortLease so that the renewal lands before its end even on a
-// loaded machine.)
+// testRenewExtendsLease: a renewed record stays the owner's past its first
+// lease (twice shortLease, so that the renewal lands before its end on a
+// loaded machine).
 func testRenewExtendsLease(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "slow", "fp", 2*shortLease)
 	require.NoError(t, s.Renew(t.Context(), "slow", owner, longLease), "Renew by the owner")
@@ -88,10 +80,8 @@ func testRenewExtendsLease(t *testing.T, s store.Store) {
 	requireOwnerIntact(t, s, "slow", "fp", owner)
 }
 
-// testReleaseLetsNextClaimWin: Release by the owner frees the key, so the
-// next Claim wins under its own token, with a higher fencing number. The
-// released lease is refused afterwards and cannot touch the new owner's
-// record.
+// testReleaseLetsNextClaimWin: after a Release the next Claim wins with a
+// higher fencing number, and the released lease is refused.
 func testReleaseLetsNextClaimWin(t *testing.T, s store.Store) {
 	first := mustClaim(t, s, "retry", "fp-1", longLease)
 	require.NoError(t, s.Release(t.Context(), "retry", first), "Release by the owner")
@@ -102,10 +92,9 @@ func testReleaseLetsNextClaimWin(t *testing.T, s store.Store) {
 	requireOwnerIntact(t, s, "retry", "fp-2", second)
 }
 
-// testReleasedKeyHasNoOwner: between a Release and the next Claim nobody
-// holds the key. The released lease is refused, and so is an empty token
-// with its fencing number (a store that keeps the record and clears its
-// token must not let an empty token match); the next Claim wins.
+// testReleasedKeyHasNoOwner: after a Release, neither the released lease
+// nor an empty token with its fencing number holds the key (a store that
+// clears the token must not let an empty one match).
 func testReleasedKeyHasNoOwner(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "released", "fp", longLease)
 	require.NoError(t, s.Release(t.Context(), "released", owner), "Release by the owner")
@@ -116,8 +105,7 @@ func testReleasedKeyHasNoOwner(t *testing.T, s store.Store) {
 }
 
 // testEmptyTokenIsRefused: a Claim under an empty token fails with
-// store.ErrEmptyToken and leaves the key free: an empty token could not
-// tell its owner from a released record's, so it holds nothing.
+// store.ErrEmptyToken and leaves the key free.
 func testEmptyTokenIsRefused(t *testing.T, s store.Store) {
 	_, claimed, err := s.Claim(t.Context(), "untokened", "fp", "", longLease)
 	require.ErrorIs(t, err, store.ErrEmptyToken)
@@ -125,11 +113,8 @@ func testEmptyTokenIsRefused(t *testing.T, s store.Store) {
 	mustClaim(t, s, "untokened", "fp", longLease)
 }
 
-// testClaimAgainUnderOwnToken: a Claim sent again under the token that
-// holds the key's live lease, as a client library sends a call again when
-// its reply was lost, reports the key claimed, with the same fencing
-// number, and changes nothing; the owner still renews and completes it, and
-// a Claim under another token still finds it in flight.
+// testClaimAgainUnderOwnToken: a Claim sent again under the live lease's
+// token reports the key claimed under that lease and changes nothing.
 func testClaimAgainUnderOwnToken(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "again", "fp", longLease)
 	rec, claimed, err := s.Claim(t.Context(), "again", "fp", owner.Token, longLease)
@@ -141,11 +126,9 @@ func testClaimAgainUnderOwnToken(t *testing.T, s store.Store) {
 	requireOwnerIntact(t, s, "again", "fp", owner)
 }
 
-// testFencesNeverGoBack: a crashed owner's lease lapses and is taken over;
-// the new owner's handler fails and releases the key; the next claim must
-// get a fencing number higher than both, or a downstream system that has
-// seen the second owner's number would refuse the third owner, and could
-// not tell the third from the crashed first.
+// testFencesNeverGoBack: after a takeover and then a release, the next
+// claim's fencing number is above both earlier owners', or a downstream
+// system that saw the second's would refuse the third.
 func testFencesNeverGoBack(t *testing.T, s store.Store) {
 	crashed, second := takeover(t, s, "pay")
 	require.NoError(t, s.Release(t.Context(), "pay", second), "Release by the second owner")
@@ -155,10 +138,8 @@ func testFencesNeverGoBack(t *testing.T, s store.Store) {
 	requireAllRefused(t, s, "pay", second)
 }
 
-// takeover claims key under a short lease, lets the lease expire, and takes
-// the key over. The takeover must win under the new token with a fencing
-// number strictly higher than the first owner's. It returns the stale and
-// the current lease.
+// takeover lets a short lease of key expire and requires the next claim to
+// win with a higher fencing number. It returns both leases.
 func takeover(t *testing.T, s store.Store, key string) (stale, current store.Lease) {
 	t.Helper()
 	stale = mustClaim(t, s, key, "fp-stale", shortLease)
@@ -170,8 +151,7 @@ func takeover(t *testing.T, s store.Store, key string) (stale, current store.Lea
 }
 
 // requireOwnerIntact requires key to be in flight with fingerprint, and
-// owner to still hold it: owner renews and completes it, and the next Claim
-// replays owner's response.
+// owner to still renew and complete it.
 func requireOwnerIntact(t *testing.T, s store.Store, key, fingerprint string, owner store.Lease) {
 	t.Helper()
 	requireInFlight(t, s, key, fingerprint, longLease)
@@ -182,24 +162,22 @@ func requireOwnerIntact(t *testing.T, s store.Store, key, fingerprint string, ow
 }
 
 // testTakeoverAfterLeaseExpiry: once a lease has expired on the store's
-// clock, the next Claim takes the key over (see takeover) and the new owner
-// holds it.
+// clock, the next Claim takes the key over.
 func testTakeoverAfterLeaseExpiry(t *testing.T, s store.Store) {
 	_, current := takeover(t, s, "crashed")
 	requireOwnerIntact(t, s, "crashed", "fp-current", current)
 }
 
-// testStaleRenewIsRefused: after a takeover, Renew by the stale lease
-// returns store.ErrNotOwner and leaves the new owner's record untouched.
+// testStaleRenewIsRefused: after a takeover, the stale lease's Renew is
+// refused and changes nothing.
 func testStaleRenewIsRefused(t *testing.T, s store.Store) {
 	stale, current := takeover(t, s, "crashed")
 	requireNotOwner(t, s.Renew(t.Context(), "crashed", stale, longLease), "Renew")
 	requireOwnerIntact(t, s, "crashed", "fp-current", current)
 }
 
-// testStaleCompleteIsRefused: after a takeover, Complete by the stale
-// lease, with a response or without, returns store.ErrNotOwner and neither
-// completes nor changes the new owner's record.
+// testStaleCompleteIsRefused: after a takeover, the stale lease's
+// Complete, with or without a response, is refused and changes nothing.
 func testStaleCompleteIsRefused(t *testing.T, s store.Store) {
 	stale, current := takeover(t, s, "crashed")
 	requireNotOwner(t, s.Complete(t.Context(), "crashed", stale, sampleResponse(), retention), "Complete")
@@ -207,17 +185,16 @@ func testStaleCompleteIsRefused(t *testing.T, s store.Store) {
 	requireOwnerIntact(t, s, "crashed", "fp-current", current)
 }
 
-// testStaleReleaseIsRefused: after a takeover, Release by the stale lease
-// returns store.ErrNotOwner and does not delete the new owner's record.
+// testStaleReleaseIsRefused: after a takeover, the stale lease's Release
+// is refused and changes nothing.
 func testStaleReleaseIsRefused(t *testing.T, s store.Store) {
 	stale, current := takeover(t, s, "crashed")
 	requireNotOwner(t, s.Release(t.Context(), "crashed", stale), "Release")
 	requireOwnerIntact(t, s, "crashed", "fp-current", current)
 }
 
-// testCompletedRecordExpires: a completed record is kept for its retention
-// and no longer: after it, Claim wins afresh with the new fingerprint and
-// no trace of the old response, and the old lease is refused.
+// testCompletedRecordExpires: after its retention a completed record is
+// gone: Claim wins afresh, and the old lease is refused.
 func testCompletedRecordExpires(t *testing.T, s store.Store) {
 	first := mustClaim(t, s, "old", "fp-old", longLease)
 	require.NoError(t, s.Complete(t.Context(), "old", first, sampleResponse(), shortLease))

@@ -29,10 +29,8 @@ type attempt struct {
 	err         error
 }
 
-// race has racers goroutines, released at once, claim key with distinct
-// fingerprints and tokens. It requires every claim to return without error
-// and exactly one to win, and every loser to see the winner's in-flight
-// record. It returns the winner's lease.
+// race has racers goroutines claim key at once, requires exactly one to
+// win and the others to see its record, and returns the winner's lease.
 func race(t *testing.T, s store.Store, key string) store.Lease {
 	t.Helper()
 	attempts := make([]attempt, racers)
@@ -68,9 +66,8 @@ func race(t *testing.T, s store.Store, key string) store.Lease {
 	return winner.rec.Owner
 }
 
-// oneWinner requires each of n concurrent claims of key, outcome(i) being
-// whether the i-th won and its error, to have returned without error, and
-// exactly one to have won. It returns the winner's index.
+// oneWinner requires none of n claims of key, outcome(i) being the i-th's,
+// to have erred and exactly one to have won, and returns its index.
 func oneWinner(t *testing.T, key string, n int, outcome func(i int) (won bool, err error)) int {
 	t.Helper()
 	winner := -1
@@ -86,9 +83,8 @@ func oneWinner(t *testing.T, key string, n int, outcome func(i int) (won bool, e
 	return winner
 }
 
-// testConcurrentClaimsOneWinner: of racers goroutines claiming a new key at
-// the same moment, exactly one wins and the others see its record, on each
-// of raceRounds keys.
+// testConcurrentClaimsOneWinner: of concurrent claims of a new key,
+// exactly one wins.
 func testConcurrentClaimsOneWinner(t *testing.T, s store.Store) {
 	for round := range raceRounds {
 		owner := race(t, s, fmt.Sprint("race-", round))
@@ -96,9 +92,8 @@ func testConcurrentClaimsOneWinner(t *testing.T, s store.Store) {
 	}
 }
 
-// testConcurrentTakeoversOneWinner: of racers goroutines taking over a key
-// whose lease has expired, exactly one wins, with a fencing number higher
-// than the expired owner's, on each of takeoverRounds keys.
+// testConcurrentTakeoversOneWinner: of concurrent takeovers of an expired
+// lease, exactly one wins, with a higher fencing number.
 func testConcurrentTakeoversOneWinner(t *testing.T, s store.Store) {
 	expired := make([]store.Lease, takeoverRounds)
 	for i := range expired {
@@ -120,12 +115,9 @@ type txAttempt struct {
 	err   error
 }
 
-// raceTx has racers goroutines, released at once, claim key with distinct
-// fingerprints and tokens, plainRacers of them with Claim and the others
-// with BeginClaim. It requires every claim to return at once without
-// error, exactly one to win, and every loser to see the key in flight. The
-// winner then finishes the key without a response, and a later claim must
-// find it so. It returns the winner's fencing number.
+// raceTx is race with plainRacers of the racers calling Claim and the
+// others BeginClaim, all returning at once. The winner finishes the key
+// without a response; it returns the winner's fencing number.
 func raceTx(t *testing.T, s store.TxStore, key string) int64 {
 	t.Helper()
 	attempts := make([]txAttempt, racers)
@@ -172,10 +164,9 @@ func raceTx(t *testing.T, s store.TxStore, key string) int64 {
 	return winner.rec.Owner.Fence
 }
 
-// testTxConcurrentClaimsOneWinner: of racers goroutines claiming one key
-// at the same moment, most with BeginClaim and some with Claim, exactly
-// one wins, on each of txRaceRounds new keys and of half as many whose
-// lease has expired, where the winner's fencing number is higher.
+// testTxConcurrentClaimsOneWinner: of concurrent BeginClaims and Claims of
+// a new or expired key, exactly one wins, a takeover with a higher fencing
+// number.
 func testTxConcurrentClaimsOneWinner(t *testing.T, s store.TxStore) {
 	expired := make([]store.Lease, txRaceRounds/2)
 	for i := range expired {

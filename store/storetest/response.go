@@ -26,9 +26,8 @@ func sampleResponse() *store.Response {
 	}
 }
 
-// requireSameResponse requires got to be want exactly: the same status,
-// the same header names with the same values in the same order, and the
-// same body bytes. A nil and an empty header, or body, count as the same.
+// requireSameResponse requires got to be want exactly, header values in
+// order; a nil and an empty header, or body, count as the same.
 func requireSameResponse(t *testing.T, want, got *store.Response) {
 	t.Helper()
 	require.NotNil(t, got, "a completed record returns its response")
@@ -44,8 +43,7 @@ func requireSameResponse(t *testing.T, want, got *store.Response) {
 	}
 }
 
-// roundTrip stores resp under key through a claim and a Complete, and
-// requires the next Claim to return it exactly.
+// roundTrip requires resp, completed under key, to come back exactly.
 func roundTrip(t *testing.T, s store.Store, key string, resp *store.Response) {
 	t.Helper()
 	owner := mustClaim(t, s, key, "fp", longLease)
@@ -53,9 +51,7 @@ func roundTrip(t *testing.T, s store.Store, key string, resp *store.Response) {
 	requireCompleted(t, s, key, "fp", resp)
 }
 
-// testBinaryBodiesRoundTrip: bodies are arbitrary bytes and come back byte
-// for byte, with their status: every byte value (NUL, invalid UTF-8), an
-// empty body, a nil body, and 256 KiB of random bytes.
+// testBinaryBodiesRoundTrip: bodies of any bytes come back byte for byte.
 func testBinaryBodiesRoundTrip(t *testing.T, s store.Store) {
 	every := make([]byte, 256)
 	for i := range every {
@@ -92,12 +88,9 @@ func reversed(b []byte) []byte {
 	return r
 }
 
-// testHeadersRoundTrip: every header name that has values comes back with
-// all of them, in order, byte for byte. Values may be empty, repeat, hold
-// commas, quotes, tabs and spaces, UTF-8, or bytes that are not UTF-8 at
-// all (HTTP allows any byte from 0x80 up), so a backend that encodes
-// headers as JSON text must escape them. A response without headers comes
-// back without headers.
+// testHeadersRoundTrip: every header value comes back, in order, byte for
+// byte, including bytes that are not UTF-8 (HTTP allows any from 0x80
+// up), which a backend encoding headers as JSON text must escape.
 func testHeadersRoundTrip(t *testing.T, s store.Store) {
 	odd := []string{
 		"",
@@ -132,11 +125,8 @@ func testHeadersRoundTrip(t *testing.T, s store.Store) {
 	roundTrip(t, s, "empty-headers", &store.Response{Status: http.StatusOK, Header: http.Header{}, Body: []byte("ok")})
 }
 
-// testResponseIsOnlyLent: Complete copies what it keeps of the response
-// before it returns (see store.Store), so a caller that reuses its memory
-// afterwards (clearing the header map and filling it again, changing a
-// value in place, writing over the body) does not change the stored
-// response.
+// testResponseIsOnlyLent: a caller that reuses the response's memory after
+// Complete does not change the stored response.
 func testResponseIsOnlyLent(t *testing.T, s store.Store) {
 	resp := sampleResponse()
 	want := sampleResponse()

@@ -12,29 +12,21 @@ import (
 
 const (
 	// holdOff is how long a claim may take before the suite decides it
-	// waits for an open transaction, which no claim may do (see
-	// store.TxStore). Claims take far less, so only one that waits for
-	// the transaction to end reaches it.
+	// waits for an open transaction, which no claim may do.
 	holdOff = 10 * time.Second
-	// leakProbes is how many refused or lost BeginClaims the suite makes in
-	// a row to show that they leave no transaction open: more than a
-	// database pool holds connections.
+	// leakProbes refused or lost BeginClaims in a row, more than a pool
+	// holds connections, show that none leaves a transaction open.
 	leakProbes = 64
-	// plainRacers is how many of the racers on a key call Claim instead of
-	// BeginClaim.
+	// plainRacers of the racers on a key call Claim, not BeginClaim.
 	plainRacers = 4
-	// txRaceRounds is how many new keys, and half as many expired ones,
-	// ConcurrentBeginClaimsOneWinner races on.
+	// txRaceRounds new keys, and half as many expired ones, are raced on.
 	txRaceRounds = 40
 )
 
 // RunTx runs the conformance suite of store.TxStore's own methods against
-// the stores newStore returns, under the same rules as Run's newStore.
-// The plain Store methods of a TxStore are Run's to test, and the
-// handler's writes through the transaction the backend's own. A subtest
-// holds at most two transactions open at once, and the race racers; a
-// claim that has not returned within ten seconds fails as waiting for an
-// open transaction.
+// the stores newStore returns, with Run's rules for newStore. A subtest
+// holds at most two transactions open, besides its racers'; a claim that
+// has not returned within ten seconds fails as waiting for one.
 func RunTx(t *testing.T, newStore func(t *testing.T) store.TxStore) {
 	runCases(t, newStore, []suiteCase[store.TxStore]{
 		{"BeginClaimNewKey", testTxClaimNewKey},
@@ -53,16 +45,13 @@ func RunTx(t *testing.T, newStore func(t *testing.T) store.TxStore) {
 	})
 }
 
-// testTxClaimNewKey: BeginClaim on a key never seen wins: it returns a
-// transaction, the context carrying it, and an in-flight record with the
-// caller's fingerprint and a fencing number of at least 1.
+// testTxClaimNewKey: BeginClaim on a key never seen wins.
 func testTxClaimNewKey(t *testing.T, s store.TxStore) {
 	mustBeginClaim(t, s, "new", "fp-new").rollback(t)
 }
 
 // testTxEmptyTokenOpensNothing: BeginClaim under an empty token fails with
-// store.ErrEmptyToken and returns no transaction, and opens none: after
-// leakProbes refusals, BeginClaim still wins the key at once.
+// store.ErrEmptyToken and leaves no transaction open.
 func testTxEmptyTokenOpensNothing(t *testing.T, s store.TxStore) {
 	for range leakProbes {
 		var (
@@ -82,9 +71,7 @@ func testTxEmptyTokenOpensNothing(t *testing.T, s store.TxStore) {
 }
 
 // testTxHeldKeyIsInFlightAtOnce: while a transaction holds a key, every
-// other BeginClaim and Claim of it, under the holder's fingerprint or
-// another, reports it in flight without waiting for the transaction to
-// end, and changes nothing: the holder then commits its response.
+// other claim of it reports it in flight at once and changes nothing.
 func testTxHeldKeyIsInFlightAtOnce(t *testing.T, s store.TxStore) {
 	tx := mustBeginClaim(t, s, "held", "fp")
 	requireHeldByTx(t, s, "held", "fp")
@@ -93,9 +80,7 @@ func testTxHeldKeyIsInFlightAtOnce(t *testing.T, s store.TxStore) {
 	requireFinished(t, s, "held", "fp", resp)
 }
 
-// testTxHoldsOnlyItsKey: transactions on two keys are open at once while a
-// plain Claim wins a third: a transaction holds only its key. Each key
-// then ends as its holder ended it.
+// testTxHoldsOnlyItsKey: a transaction holds only its key.
 func testTxHoldsOnlyItsKey(t *testing.T, s store.TxStore) {
 	a := mustBeginClaim(t, s, "a", "fp-a")
 	b := mustBeginClaim(t, s, "b", "fp-b")
@@ -110,10 +95,8 @@ func testTxHoldsOnlyItsKey(t *testing.T, s store.TxStore) {
 	requireFinished(t, s, "c", "fp-c", keyedResponse("c"))
 }
 
-// testTxCommitStoresTheResponse: Commit with a response makes the key
-// completed for the retention given, and every later Claim and BeginClaim
-// gets the response exactly (status, headers in order, every body byte),
-// as often as it is asked.
+// testTxCommitStoresTheResponse: after Commit, every claim gets the
+// response exactly.
 func testTxCommitStoresTheResponse(t *testing.T, s store.TxStore) {
 	mustBeginClaim(t, s, "done", "fp").commit(t, committedResponse(), retention)
 	for range 3 {
@@ -121,18 +104,15 @@ func testTxCommitStoresTheResponse(t *testing.T, s store.TxStore) {
 	}
 }
 
-// testTxCommitNilIsUnreplayable: Commit with a nil response marks the key
-// done but unreplayable, for the retention given: later claims lose and
-// get store.StateUnreplayable and no response.
+// testTxCommitNilIsUnreplayable: Commit with a nil response makes the key
+// unreplayable.
 func testTxCommitNilIsUnreplayable(t *testing.T, s store.TxStore) {
 	mustBeginClaim(t, s, "huge", "fp").commit(t, nil, retention)
 	requireFinished(t, s, "huge", "fp", nil)
 }
 
-// testTxFinishedKeepsFingerprint: a record a transaction committed, with
-// or without a response, reports the fingerprint of the claim that won it
-// to every later claim, whether it comes with the same fingerprint or
-// another, so that the caller can tell a reused key.
+// testTxFinishedKeepsFingerprint: a committed record reports the winning
+// claim's fingerprint to every later claim.
 func testTxFinishedKeepsFingerprint(t *testing.T, s store.TxStore) {
 	mustBeginClaim(t, s, "replayable", "fp-first").commit(t, sampleResponse(), retention)
 	mustBeginClaim(t, s, "unreplayable", "fp-first").commit(t, nil, retention)
@@ -144,22 +124,18 @@ func testTxFinishedKeepsFingerprint(t *testing.T, s store.TxStore) {
 	}
 }
 
-// testTxRollbackFreesTheKey: Rollback undoes the claim, so that nothing of
-// it is left: the next BeginClaim wins with its own fingerprint, and after
-// that one's Rollback too, a plain Claim.
+// testTxRollbackFreesTheKey: Rollback leaves nothing of the claim.
 func testTxRollbackFreesTheKey(t *testing.T, s store.TxStore) {
 	mustBeginClaim(t, s, "k", "fp-first").rollback(t)
 	mustBeginClaim(t, s, "k", "fp-second").rollback(t)
 	mustClaim(t, s, "k", "fp-third", longLease)
 }
 
-// testTxFailedCommitCommitsNothing: a Commit that fails (here under a
-// context already canceled) commits nothing, and a Rollback after it is a
-// no-op that succeeds. The key is never reported finished; once the store
-// has ended the transaction (at once, or when its server notices a closed
-// connection, within holdOff), the next BeginClaim wins. A store that
-// commits under a canceled context has no failed Commit to show, and must
-// then report the key completed.
+// testTxFailedCommitCommitsNothing: a Commit that fails (under a canceled
+// context) commits nothing, and a Rollback after it succeeds. Once the
+// store has ended the transaction, within holdOff, the next BeginClaim
+// wins. A store that commits under a canceled context must report the key
+// completed.
 func testTxFailedCommitCommitsNothing(t *testing.T, s store.TxStore) {
 	tx := mustBeginClaim(t, s, "k", "fp-first")
 	canceled, cancel := context.WithCancel(t.Context())
@@ -178,9 +154,7 @@ func testTxFailedCommitCommitsNothing(t *testing.T, s store.TxStore) {
 }
 
 // testTxLostClaimLeavesNothingOpen: a BeginClaim that loses leaves no
-// transaction open. After leakProbes lost claims of a completed key, a
-// plain Claim still gets the stored response (no transaction holds the
-// key), and BeginClaim still wins a free key at once.
+// transaction open.
 func testTxLostClaimLeavesNothingOpen(t *testing.T, s store.TxStore) {
 	resp := sampleResponse()
 	mustBeginClaim(t, s, "done", "fp").commit(t, resp, retention)
@@ -192,10 +166,8 @@ func testTxLostClaimLeavesNothingOpen(t *testing.T, s store.TxStore) {
 	mustBeginClaim(t, s, "free", "fp").rollback(t)
 }
 
-// testTxExpiredRecordsAreClaimed: BeginClaim wins a key whose in-flight
-// lease has ended, with a higher fencing number than the lapsed owner's,
-// whose lapsed lease is then refused; and a key whose completed record's
-// retention has ended, whether a Commit or a Complete stored it.
+// testTxExpiredRecordsAreClaimed: BeginClaim takes over a lapsed lease,
+// with a higher fencing number, and a completed record past its retention.
 func testTxExpiredRecordsAreClaimed(t *testing.T, s store.TxStore) {
 	lapsed := mustClaim(t, s, "lease", "fp-old", shortLease)
 	mustBeginClaim(t, s, "retention-commit", "fp-old").commit(t, sampleResponse(), shortLease)
@@ -213,11 +185,8 @@ func testTxExpiredRecordsAreClaimed(t *testing.T, s store.TxStore) {
 	}
 }
 
-// testTxPlainClaimHoldsOff: a key a plain Claim holds in flight is in
-// flight for BeginClaim at once, reported as Claim reports it (the plain
-// claim's fingerprint, its lease's time left); once completed, BeginClaim
-// gets the response. After a Release, BeginClaim wins with a higher
-// fencing number than the released lease's.
+// testTxPlainClaimHoldsOff: BeginClaim sees a key a plain Claim holds as
+// Claim does, and after a Release wins it with a higher fencing number.
 func testTxPlainClaimHoldsOff(t *testing.T, s store.TxStore) {
 	owner := mustClaim(t, s, "plain", "fp-plain", longLease)
 	requireInFlightRecord(t, mustBeginLose(t, s, "plain", "fp-tx"), "fp-plain", longLease)

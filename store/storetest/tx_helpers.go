@@ -11,9 +11,8 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// openTx is a transaction a won BeginClaim opened. The test ends it with
-// commit or rollback; if a failed assertion stops the test first, its
-// cleanup rolls it back, so that no transaction outlives the test.
+// openTx is a transaction a won BeginClaim opened; a cleanup rolls it back
+// if the test stops before ending it.
 type openTx struct {
 	tx    store.Tx
 	owner store.Lease
@@ -31,24 +30,22 @@ func track(t *testing.T, tx store.Tx, owner store.Lease) *openTx {
 	return o
 }
 
-// commit commits the transaction with resp kept for retention, and
-// requires it to succeed.
+// commit commits the transaction, requiring no error.
 func (o *openTx) commit(t *testing.T, resp *store.Response, retention time.Duration) {
 	t.Helper()
 	o.ended = true
 	require.NoError(t, o.tx.Commit(t.Context(), resp, retention), "Commit of the transaction holding the key")
 }
 
-// rollback rolls the transaction back and requires it to succeed.
+// rollback rolls the transaction back, requiring no error.
 func (o *openTx) rollback(t *testing.T) {
 	t.Helper()
 	o.ended = true
 	require.NoError(t, o.tx.Rollback(t.Context()), "Rollback of the transaction holding the key")
 }
 
-// atOnce runs call and fails the test if it has not returned within
-// holdOff. call runs in a goroutine of its own, so that the test fails
-// even if call never returns.
+// atOnce fails the test if call has not returned within holdOff; call runs
+// in a goroutine of its own, so that one that never returns fails too.
 func atOnce(t *testing.T, what string, call func()) {
 	t.Helper()
 	done := make(chan struct{})
@@ -63,9 +60,8 @@ func atOnce(t *testing.T, what string, call func()) {
 	}
 }
 
-// beginClaim calls s.BeginClaim at once with a fresh token and requires it
-// to succeed without error. A won claim's transaction is tracked (see
-// openTx); tx is nil when the claim lost.
+// beginClaim calls s.BeginClaim at once with a fresh token, requiring no
+// error; tx is nil when the claim lost.
 func beginClaim(t *testing.T, s store.TxStore, key, fingerprint string) (txCtx context.Context, rec store.Record, tx *openTx) {
 	t.Helper()
 	var (
@@ -82,10 +78,7 @@ func beginClaim(t *testing.T, s store.TxStore, key, fingerprint string) (txCtx c
 	return txCtx, rec, tx
 }
 
-// mustBeginClaim claims key, which must be free or expired, in a
-// transaction. The store must return the transaction, the context carrying
-// it, and an in-flight record with the caller's fingerprint, a fencing
-// number of at least 1 and no response.
+// mustBeginClaim requires a BeginClaim of key, free or expired, to win.
 func mustBeginClaim(t *testing.T, s store.TxStore, key, fingerprint string) *openTx {
 	t.Helper()
 	txCtx, rec, tx := beginClaim(t, s, key, fingerprint)
@@ -98,8 +91,8 @@ func mustBeginClaim(t *testing.T, s store.TxStore, key, fingerprint string) *ope
 	return tx
 }
 
-// mustBeginLose calls BeginClaim on key, which must be live, and returns
-// what the store reports: no transaction, and not the owner's token.
+// mustBeginLose requires a BeginClaim of key, which is live, to lose, and
+// returns the record.
 func mustBeginLose(t *testing.T, s store.TxStore, key, fingerprint string) store.Record {
 	t.Helper()
 	_, rec, tx := beginClaim(t, s, key, fingerprint)
@@ -108,8 +101,7 @@ func mustBeginLose(t *testing.T, s store.TxStore, key, fingerprint string) store
 	return rec
 }
 
-// claimAtOnce calls s.Claim at once with a fresh token and requires it to
-// succeed without error.
+// claimAtOnce calls s.Claim at once with a fresh token, requiring no error.
 func claimAtOnce(t *testing.T, s store.Store, key, fingerprint string) (rec store.Record, claimed bool) {
 	t.Helper()
 	var err error
@@ -120,11 +112,10 @@ func claimAtOnce(t *testing.T, s store.Store, key, fingerprint string) (rec stor
 	return rec, claimed
 }
 
-// requireHeldByTx requires key, which an open transaction holds, to be
-// reported in flight at once by BeginClaim and by Claim, under the
-// holder's fingerprint and another: no transaction, no token, no response,
-// and a TTL that may be zero. The fingerprint is not checked, since the
-// holder's record may not be readable before it commits.
+// requireHeldByTx requires key, which an open transaction holds, to be in
+// flight at once for BeginClaim and Claim, with either fingerprint. The
+// fingerprint reported is not checked: the holder's record may not be
+// readable before it commits.
 func requireHeldByTx(t *testing.T, s store.TxStore, key, fingerprint string) {
 	t.Helper()
 	for _, fp := range []string{fingerprint, "other-" + fingerprint} {
@@ -137,8 +128,8 @@ func requireHeldByTx(t *testing.T, s store.TxStore, key, fingerprint string) {
 	}
 }
 
-// requireHeldRecord requires what a lost claim (op) reports of a key an
-// open transaction holds.
+// requireHeldRecord requires what op, a lost claim, reports of a key an
+// open transaction holds: its TTL may be zero.
 func requireHeldRecord(t *testing.T, rec store.Record, op string) {
 	t.Helper()
 	require.Equal(t, store.StateInFlight, rec.State, "%s of a key an open transaction holds", op)
@@ -147,9 +138,8 @@ func requireHeldRecord(t *testing.T, rec store.Record, op string) {
 	require.LessOrEqual(t, rec.TTL, longLease, "time left")
 }
 
-// requireFinished requires key to be finished, claimed with fingerprint,
-// with want as its response (nil: unreplayable), as both Claim and
-// BeginClaim report it to a claim with another fingerprint.
+// requireFinished requires Claim and BeginClaim to report key finished,
+// claimed with fingerprint, with want (nil: unreplayable).
 func requireFinished(t *testing.T, s store.TxStore, key, fingerprint string, want *store.Response) {
 	t.Helper()
 	other := "other-" + fingerprint
@@ -176,8 +166,8 @@ func committedResponse() *store.Response {
 	return resp
 }
 
-// beginClaimWhenFree calls BeginClaim on key until it wins, for at most
-// holdOff, and requires key to be in flight, never finished, until then.
+// beginClaimWhenFree calls BeginClaim on key until it wins, within
+// holdOff, requiring key to stay in flight until then.
 func beginClaimWhenFree(t *testing.T, s store.TxStore, key, fingerprint string) *openTx {
 	t.Helper()
 	deadline := time.Now().Add(holdOff)

@@ -10,14 +10,8 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// The tests here check that a call leaves alone what it must not change,
-// and that the time a record has left counts down on the store's clock:
-// what a call returns cannot show either.
-
 // testClaimAgainKeepsTheLease: the owner's Claim sent again reports the
-// lease its record holds, not the one it asks for, and extends nothing:
-// the lease still ends when it would have, and another claim then takes
-// the key over.
+// time left of its lease, not the one asked for, and extends nothing.
 func testClaimAgainKeepsTheLease(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "again", "fp", 2*shortLease)
 	rec, claimed, err := s.Claim(t.Context(), "again", "fp", owner.Token, longLease)
@@ -28,9 +22,8 @@ func testClaimAgainKeepsTheLease(t *testing.T, s store.Store) {
 	mustClaim(t, s, "again", "fp-next", longLease)
 }
 
-// testOwnTokenAfterCompleteLoses: once its owner completed a key, a Claim
-// under the owner's token is a duplicate like any other: it loses and gets
-// the stored response, and never the token.
+// testOwnTokenAfterCompleteLoses: once a key is completed, a Claim under
+// its owner's token loses like any other.
 func testOwnTokenAfterCompleteLoses(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "done", "fp", longLease)
 	want := keyedResponse("done")
@@ -43,8 +36,8 @@ func testOwnTokenAfterCompleteLoses(t *testing.T, s store.Store) {
 	requireSameResponse(t, want, rec.Response)
 }
 
-// testTTLCountsDown: the TTL a losing Claim reports is the time left, on
-// the store's clock, not the lease or retention that was set.
+// testTTLCountsDown: a losing Claim reports the time left, not the lease
+// or retention set.
 func testTTLCountsDown(t *testing.T, s store.Store) {
 	mustClaim(t, s, "running", "fp", longLease)
 	owner := mustClaim(t, s, "done", "fp", longLease)
@@ -54,9 +47,8 @@ func testTTLCountsDown(t *testing.T, s store.Store) {
 	require.LessOrEqual(t, mustLose(t, s, "done", "fp-2").TTL, retention-shortLease, "retention left")
 }
 
-// testLosingClaimChangesNothing: a losing Claim does not extend the lease
-// of an in-flight record (duplicates would otherwise keep a dead owner's
-// key held for ever) nor the retention of a completed one.
+// testLosingClaimChangesNothing: a losing Claim extends neither a lease
+// (duplicates would keep a dead owner's key held for ever) nor a retention.
 func testLosingClaimChangesNothing(t *testing.T, s store.Store) {
 	mustClaim(t, s, "running", "fp", shortLease)
 	mustLose(t, s, "running", "fp-2") // at once: a loaded machine may take a while between calls
@@ -68,8 +60,8 @@ func testLosingClaimChangesNothing(t *testing.T, s store.Store) {
 	mustClaim(t, s, "done", "fp-3", longLease)
 }
 
-// testRenewSetsTheLeaseFromNow: Renew sets the lease to end the new lease
-// from now, even when that is sooner than the old end.
+// testRenewSetsTheLeaseFromNow: Renew sets the lease's end from now, even
+// sooner than before.
 func testRenewSetsTheLeaseFromNow(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "k", "fp", longLease)
 	require.NoError(t, s.Renew(t.Context(), "k", owner, shortLease))
@@ -78,9 +70,7 @@ func testRenewSetsTheLeaseFromNow(t *testing.T, s store.Store) {
 	mustClaim(t, s, "k", "fp-2", longLease)
 }
 
-// testRefusedRenewChangesNothing: a Renew refused for a wrong token or
-// fencing number does not move the holder's lease: it still ends when it
-// would have.
+// testRefusedRenewChangesNothing: a refused Renew does not move the lease.
 func testRefusedRenewChangesNothing(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "k", "fp", shortLease)
 	for _, wrong := range []store.Lease{
@@ -94,7 +84,7 @@ func testRefusedRenewChangesNothing(t *testing.T, s store.Store) {
 }
 
 // testRetentionOutlivesTheLease: a completed record is kept for its
-// retention, not for what was left of the lease it was claimed under.
+// retention, not for the rest of its lease.
 func testRetentionOutlivesTheLease(t *testing.T, s store.Store) {
 	owner := mustClaim(t, s, "k", "fp", 2*shortLease)
 	want := sampleResponse()
@@ -104,8 +94,7 @@ func testRetentionOutlivesTheLease(t *testing.T, s store.Store) {
 }
 
 // testExpiryKeepsLiveRecords: records expiring around them, and new keys
-// claimed after (which is when the memory store sweeps), never remove a
-// live in-flight or completed record.
+// claimed after (when the memory store sweeps), leave live records alone.
 func testExpiryKeepsLiveRecords(t *testing.T, s store.Store) {
 	for i := range 20 {
 		mustClaim(t, s, fmt.Sprint("old-", i), "fp", shortLease)

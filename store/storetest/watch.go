@@ -12,13 +12,11 @@ import (
 )
 
 const (
-	// WakeWithin is how long the suite lets a watcher take to be woken
-	// after the change that wakes it: far more than a store takes, so only
-	// a wake-up that never comes reaches it. A backend's own watch tests
-	// may wait as long, with ClosedWithin.
+	// WakeWithin is how long the suite waits for a wake-up: far more than
+	// a store takes, so only one that never comes reaches it.
 	WakeWithin = 5 * time.Second
 	// QuietFor is how long the suite watches for a wake-up that must not
-	// come; a backend's own watch tests may watch as long.
+	// come.
 	QuietFor = 300 * time.Millisecond
 	// watchersPerKey is how many callers watch one key at once.
 	watchersPerKey = 8
@@ -35,13 +33,10 @@ func ClosedWithin(changed <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// RunWatch runs the conformance suite of store.Watcher's Watch against the
-// stores newStore returns, under the same rules as Run's newStore. To
-// pass, a watch of an in-flight key is woken by its Complete (with a
-// response or nil) and by its Release, every watcher of the key at once;
-// it is not woken while the key stays in flight (claims that lose, a
-// renewal, another key's completion); and stop may be called before or
-// after the wake-up.
+// RunWatch runs the conformance suite of store.Watcher against the stores
+// newStore returns, with Run's rules for newStore. To pass, every watch of
+// an in-flight key is woken by its Complete or Release, and by nothing
+// that leaves it in flight; stop may come before or after the wake-up.
 func RunWatch(t *testing.T, newStore func(t *testing.T) store.Watcher) {
 	runCases(t, newStore, []suiteCase[store.Watcher]{
 		{"EndingsWake", testWatchEndingsWake},
@@ -53,8 +48,8 @@ func RunWatch(t *testing.T, newStore func(t *testing.T) store.Watcher) {
 	})
 }
 
-// MustWatch starts watching key on s, failing the test if Watch errs, and
-// stops the watch when the test ends. It returns the watch's channel.
+// MustWatch watches key on s until the test ends, failing the test if
+// Watch errs, and returns the watch's channel.
 func MustWatch(t *testing.T, s store.Watcher, key string) <-chan struct{} {
 	t.Helper()
 	changed, stop, err := s.Watch(t.Context(), key)
@@ -95,8 +90,7 @@ var endings = []struct {
 	}},
 }
 
-// testWatchEndingsWake: each of the endings of a key in flight wakes its
-// watcher.
+// testWatchEndingsWake: each ending of a key in flight wakes its watcher.
 func testWatchEndingsWake(t *testing.T, s store.Watcher) {
 	for _, e := range endings {
 		t.Run(e.name, func(t *testing.T) {
@@ -108,8 +102,7 @@ func testWatchEndingsWake(t *testing.T, s store.Watcher) {
 	}
 }
 
-// testWatchEveryWatcherWakes: watchersPerKey callers watching one key are
-// all woken by one completion.
+// testWatchEveryWatcherWakes: one completion wakes every watcher of a key.
 func testWatchEveryWatcherWakes(t *testing.T, s store.Watcher) {
 	owner := mustClaim(t, s, "crowd", "fp", longLease)
 	watchers := make([]<-chan struct{}, watchersPerKey)
@@ -154,8 +147,7 @@ func testWatchOtherKeysStayQuiet(t *testing.T, s store.Watcher) {
 }
 
 // testWatchStopBeforeTheChange: a watch stopped before the key changes
-// leaves the store working: the completion succeeds, and new watches of
-// other keys are woken as usual.
+// leaves the store working.
 func testWatchStopBeforeTheChange(t *testing.T, s store.Watcher) {
 	owner := mustClaim(t, s, "abandoned", "fp", longLease)
 	_, stop, err := s.Watch(t.Context(), "abandoned")
@@ -165,9 +157,8 @@ func testWatchStopBeforeTheChange(t *testing.T, s store.Watcher) {
 	testWatchEndingsWake(t, s)
 }
 
-// testWatchAgainAfterAWakeUp: after a release wakes a watcher and another
-// caller claims the key, a new watch is quiet while that claim is in
-// flight and woken by its completion.
+// testWatchAgainAfterAWakeUp: once a release woke a watcher and the key is
+// claimed again, a new watch waits for the new claim's completion.
 func testWatchAgainAfterAWakeUp(t *testing.T, s store.Watcher) {
 	first := mustClaim(t, s, "again", "fp", longLease)
 	changed := MustWatch(t, s, "again")

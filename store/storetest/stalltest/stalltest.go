@@ -43,14 +43,13 @@ const (
 	settle = 30 * time.Second
 )
 
-// Run makes two workers, a middleware on each of stores (whose
-// connections all go through proxy), whose clients race the same keys, and stalls proxy for 15 s while they send. It fails t
-// unless every request sent during the stall is answered within the store
-// timeout (2 s) + 1 s, no payment runs twice, a new payment sent after the
-// stall succeeds within 2 s of its end, and, if settles, within 30 s of
-// its end the process holds no more goroutines, nor proxy connections,
-// than before (whose clients' pools should be full from the start, so
-// that a pool's growth is not counted).
+// Run puts a middleware on each of stores, whose connections all go
+// through proxy, sends the same payments to both, and stalls proxy for a
+// while. It fails t unless every request sent during the stall is answered
+// within the store timeout + 1 s, no payment runs twice, a payment sent
+// after the stall succeeds within 2 s of its end, and, if settles,
+// goroutines and proxy connections come back to their level before the
+// stall (the stores' pools should be full from the start).
 func Run(t *testing.T, proxy *tcpproxy.Proxy, stores [2]store.Store, settles bool) {
 	runs := &ledger{paid: make(map[string]int)}
 	workers := [2]http.Handler{

@@ -1,10 +1,5 @@
 // Package tcpproxy is a TCP forwarding proxy for tests that need a network
-// partition between a client and a real server. It listens on a free
-// loopback port and forwards every connection to its target until told to
-// partition: from then on no byte passes in either direction, yet no
-// connection is closed, so a client waits on a silent connection as it
-// would behind a dead link; or to stall for a while, after which what was
-// sent arrives.
+// partition or stall between a client and a real server.
 package tcpproxy
 
 import (
@@ -28,8 +23,8 @@ type Proxy struct {
 }
 
 // Start returns a proxy listening on a free port of 127.0.0.1 that
-// forwards each connection it accepts to target (host:port), dialled when
-// the connection is accepted. Close stops it.
+// forwards each connection it accepts to target (host:port). Close stops
+// it.
 func Start(target string) (*Proxy, error) {
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -44,18 +39,14 @@ func Start(target string) (*Proxy, error) {
 // Addr is the host:port clients connect to.
 func (p *Proxy) Addr() string { return p.listener.Addr().String() }
 
-// Partition stops all forwarding, for good: every byte read after it
-// returns, on connections open or opened later and in either direction,
-// is dropped. Connections stay open; when one end closes its connection,
-// the proxy still closes the other, so a server ends the session of a
-// client that gave up.
+// Partition drops, for good, every byte read from then on, in either
+// direction. Connections stay open, so a client waits as behind a dead
+// link; when one end closes, the proxy still closes the other.
 func (p *Proxy) Partition() { p.partitioned.Store(true) }
 
-// Stall holds everything read from then on, on connections open or opened
-// later and in either direction, until Resume: bytes, and an end's closing
-// of its connection, are passed on then, in order, as a link that stops
-// carrying packets for a while delivers them when it recovers. Connections
-// are still accepted and dialled while stalled.
+// Stall holds every byte and every close read from then on, in either
+// direction, until Resume passes them on in order. New connections are
+// still accepted and dialled while stalled.
 func (p *Proxy) Stall() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -145,9 +136,8 @@ func (p *Proxy) track(conns ...net.Conn) bool {
 	return true
 }
 
-// pump copies what src sends to dst, holding it while stalled and
-// dropping it once partitioned, until either end fails or closes; then it
-// closes both.
+// pump copies src to dst, through stalls and partitions, until either end
+// fails or closes; then it closes both.
 func (p *Proxy) pump(dst, src net.Conn) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)

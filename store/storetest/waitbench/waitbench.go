@@ -1,7 +1,6 @@
-// Package waitbench measures how soon a request that waits for its
-// duplicate in flight (idempotency.WithWait) is answered once that
-// duplicate completes, through the middleware, on any store. The store
-// packages' benchmarks run it against their own servers.
+// Package waitbench measures, through the middleware on any store, how
+// soon a request waiting for its duplicate in flight (idempotency.WithWait)
+// is answered once that duplicate completes.
 package waitbench
 
 import (
@@ -24,20 +23,18 @@ const (
 	// maxWait is the waiting request's WithWait: far longer than any
 	// answer takes, so that every round ends in a replay.
 	maxWait = 10 * time.Second
-	// settleMin and settleMax bound how long a round lets the waiting
-	// request wait before the first request completes. It is drawn at
-	// random in between, so that the completion falls anywhere in a
-	// polling waiter's schedule.
+	// settleMin and settleMax bound how long the duplicate waits before the
+	// first request completes, drawn at random so that the completion falls
+	// anywhere in a polling waiter's schedule.
 	settleMin = 20 * time.Millisecond
 	settleMax = 80 * time.Millisecond
 )
 
-// Run measures, in each iteration of b, one round: a first request whose
-// handler blocks, a duplicate that finds it in flight and waits, then the
-// handler's return. It reports the median and the 90th percentile of the
-// time from the handler's return (the completion's store call included)
-// to the duplicate's replayed answer, in milliseconds. It fails b if the
-// duplicate is answered anything but the replay.
+// Run measures, in each iteration of b, a first request whose handler
+// blocks, a duplicate that waits for it, then the handler's return. It
+// reports the median and 90th percentile, in milliseconds, from that
+// return to the duplicate's replay, and fails b if the duplicate is
+// answered anything else.
 func Run(b *testing.B, s store.Store) {
 	mw := idempotency.New(idempotency.WithStore(s), idempotency.WithWait(maxWait))
 	prefix := crand.Text()
