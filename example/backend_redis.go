@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/seed43327c4c/idempotency/store"
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
@@ -82,7 +83,18 @@ func redisClient(cfg config) (*redis.Client, error) {
 	}
 	opts.ContextTimeoutEnabled = true
 	opts.ReadTimeout = readTimeout(cfg, opts.ReadTimeout)
+	opts.MaintNotificationsConfig = maintNotifications(cfg)
 	return redis.NewClient(opts), nil
+}
+
+// maintNotifications returns the client's maintenance notifications:
+// go-redis's default, or with -redis-replica-acks disabled, as
+// redisstore.WithReplicaAcks requires.
+func maintNotifications(cfg config) *maintnotifications.Config {
+	if cfg.replicaAcks > 0 {
+		return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	}
+	return nil
 }
 
 // readTimeout returns the client's ReadTimeout: given (0 is go-redis's

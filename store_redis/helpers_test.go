@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency/store"
@@ -265,9 +266,14 @@ func (s *redisServer) kill() {
 	}
 }
 
+// noMaintNotifications turns go-redis's maintenance notifications off, as
+// redisstore.WithReplicaAcks requires.
+var noMaintNotifications = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+
 // client returns a client of the server alone, closed when the test ends.
 func (s *redisServer) client(t testing.TB) *redis.Client {
-	client := redis.NewClient(&redis.Options{Addr: s.addr(), PoolSize: 64, MaxRetries: -1, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: s.addr(), PoolSize: 64, MaxRetries: -1, ContextTimeoutEnabled: true,
+		MaintNotificationsConfig: noMaintNotifications})
 	t.Cleanup(func() { _ = client.Close() })
 	return client
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/seed43327c4c/idempotency/store"
 )
@@ -24,7 +25,8 @@ const resendPause = 100 * time.Millisecond
 // wrapping ErrNotReplicated. Complete is sent again until acknowledged or
 // timeout has passed: timeout should cover a failover, the lease outlast it.
 // New panics unless the client is a *redis.Client or *redis.ClusterClient
-// whose ReadTimeout exceeds timeout. Off by default; see docs/redis.md.
+// whose ReadTimeout exceeds timeout and whose maintenance notifications
+// are not in go-redis's auto mode (see docs/redis.md). Off by default.
 func WithReplicaAcks(n int, timeout time.Duration) Option {
 	if n < 1 {
 		panic("redisstore: WithReplicaAcks expects n >= 1")
@@ -44,16 +46,23 @@ type replicaAcks struct {
 // check panics unless client can read WAIT's reply before it gives up.
 func (r *replicaAcks) check(client redis.UniversalClient) {
 	var readTimeout time.Duration
+	var notifications *maintnotifications.Config
 	switch c := client.(type) {
 	case *redis.Client:
-		readTimeout = c.Options().ReadTimeout
+		readTimeout, notifications = c.Options().ReadTimeout, c.Options().MaintNotificationsConfig
 	case *redis.ClusterClient:
-		readTimeout = c.Options().ReadTimeout
+		readTimeout, notifications = c.Options().ReadTimeout, c.Options().MaintNotificationsConfig
 	default:
 		panic("redisstore: WithReplicaAcks expects a *redis.Client or a *redis.ClusterClient")
 	}
 	if readTimeout > 0 && readTimeout <= r.timeout {
 		panic("redisstore: WithReplicaAcks expects a timeout below the client's ReadTimeout")
+	}
+	// A claim's WAIT goes on the claim's own connection (client.Conn), and
+	// go-redis's auto mode, on a server without maintenance notifications,
+	// rewrites the options those connections share as each one is set up.
+	if notifications == nil || notifications.Mode == maintnotifications.ModeAuto {
+		panic("redisstore: WithReplicaAcks expects a client whose MaintNotificationsConfig.Mode is disabled or enabled, not auto")
 	}
 }
 

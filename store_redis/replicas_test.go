@@ -31,9 +31,10 @@ import (
 // TestReplicaAcksMisconfiguration: WithReplicaAcks and New panic, naming
 // the package, on settings that cannot work.
 func TestReplicaAcksMisconfiguration(t *testing.T) {
-	client := redis.NewClient(&redis.Options{ReadTimeout: 3 * time.Second})
+	client := redis.NewClient(&redis.Options{ReadTimeout: 3 * time.Second, MaintNotificationsConfig: noMaintNotifications})
+	auto := redis.NewClient(&redis.Options{ReadTimeout: 3 * time.Second})
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
-	t.Cleanup(func() { _, _ = client.Close(), ring.Close() })
+	t.Cleanup(func() { _, _, _ = client.Close(), auto.Close(), ring.Close() })
 	for _, tc := range []struct {
 		name, panic string
 		build       func()
@@ -44,6 +45,8 @@ func TestReplicaAcksMisconfiguration(t *testing.T) {
 			func() { redisstore.WithReplicaAcks(1, 0) }},
 		{"timeout not below ReadTimeout", "redisstore: WithReplicaAcks expects a timeout below the client's ReadTimeout",
 			func() { redisstore.New(client, redisstore.WithReplicaAcks(1, 3*time.Second)) }},
+		{"auto maintenance notifications", "redisstore: WithReplicaAcks expects a client whose MaintNotificationsConfig.Mode is disabled or enabled, not auto",
+			func() { redisstore.New(auto, redisstore.WithReplicaAcks(1, time.Second)) }},
 		{"a Ring", "redisstore: WithReplicaAcks expects a *redis.Client or a *redis.ClusterClient",
 			func() { redisstore.New(ring, redisstore.WithReplicaAcks(1, time.Second)) }},
 	} {
