@@ -102,7 +102,7 @@ func TestMastersMayHaveMoved(t *testing.T) {
 func TestReplicaAcksConformance(t *testing.T) {
 	client := replicatedPrimary(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, _ := newStore(t, client, redisstore.WithReplicaAcks(1, time.Second))
+		s, _ := newStore(t, client, redisstore.WithReplicaAcks(1, 2*time.Second))
 		return s
 	})
 }
