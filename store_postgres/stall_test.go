@@ -23,5 +23,5 @@ func TestStall(t *testing.T) {
 		t.Cleanup(s.Close)
 		stores[i] = s
 	}
-	stalltest.Run(t, proxy, stores, true)
+	stalltest.Run(t, proxy, stores)
 }
