@@ -82,8 +82,9 @@ func TestExampleRedisSentinelReplicaAcks(t *testing.T) {
 	sentinel := startPrivateSentinel(t, "idempotency", primary)
 	require.Eventually(t, func() bool {
 		info, err := primary.client().Info(t.Context(), "replication").Result()
-		return err == nil && strings.Contains(info, "connected_slaves:1")
-	}, 30*time.Second, 50*time.Millisecond, "the replica connects to the primary")
+		// A replica acknowledges writes only once its first sync is done.
+		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
+	}, 30*time.Second, 50*time.Millisecond, "the replica is in sync with the primary")
 	p := startExample(t, "-store", "redis", "-redis-sentinel", "idempotency@127.0.0.1:"+sentinel.port,
 		"-redis-replica-acks", "1")
 
