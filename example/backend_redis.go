@@ -72,6 +72,7 @@ func redisClient(cfg config) (*redis.Client, error) {
 			SentinelAddrs:         cfg.sentinelAddrs,
 			ContextTimeoutEnabled: true,
 			ReadTimeout:           readTimeout(cfg, 0),
+			PipelinePoolSize:      -1,
 		}), nil
 	}
 	if cfg.redisURL == "" {
@@ -84,6 +85,7 @@ func redisClient(cfg config) (*redis.Client, error) {
 	opts.ContextTimeoutEnabled = true
 	opts.ReadTimeout = readTimeout(cfg, opts.ReadTimeout)
 	opts.MaintNotificationsConfig = maintNotifications(cfg)
+	opts.PipelinePoolSize = -1
 	return redis.NewClient(opts), nil
 }
 
