@@ -111,6 +111,13 @@ func newTestStoreOn(t testing.TB, p *pgxpool.Pool, opts ...Option) *Store {
 	return s
 }
 
+// closedFirst has s closed when the test ends, before the cleanups
+// registered earlier (such as dropping its table) run.
+func closedFirst[S interface{ Close() }](t testing.TB, s S) S {
+	t.Cleanup(s.Close)
+	return s
+}
+
 func dropTable(t testing.TB, s *Store) {
 	_, err := s.pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+s.name)
 	require.NoError(t, err)
