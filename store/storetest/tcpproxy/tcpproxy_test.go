@@ -81,6 +81,16 @@ func requireEnded(t *testing.T, ended <-chan struct{}) {
 	}
 }
 
+// requireSilent sends msg on each of conns, by name, and checks that
+// nothing comes back within 200 ms and the connection is not closed.
+func requireSilent(t *testing.T, msg string, conns map[string]net.Conn) {
+	t.Helper()
+	for name, conn := range conns {
+		_, err := echo(t, conn, msg, 200*time.Millisecond)
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded, "%s connection: silent, not closed", name)
+	}
+}
+
 func TestProxy(t *testing.T) {
 	t.Run("forwards both ways", func(t *testing.T) {
 		_, conn, _ := dialThrough(t)
@@ -95,10 +105,7 @@ func TestProxy(t *testing.T) {
 		require.NoError(t, err)
 		proxy.Partition()
 		later := dial(t, proxy)
-		for name, conn := range map[string]net.Conn{"open": open, "new": later} {
-			_, err := echo(t, conn, "after", 200*time.Millisecond)
-			require.ErrorIs(t, err, os.ErrDeadlineExceeded, "%s connection: silent, not closed", name)
-		}
+		requireSilent(t, "after", map[string]net.Conn{"open": open, "new": later})
 	})
 
 	t.Run("a client's close reaches the server through a partition", func(t *testing.T) {
@@ -116,10 +123,7 @@ func TestProxy(t *testing.T) {
 		require.NoError(t, err)
 		proxy.Stall()
 		later := dial(t, proxy)
-		for name, conn := range map[string]net.Conn{"open": open, "new": later} {
-			_, err := echo(t, conn, "held", 200*time.Millisecond)
-			require.ErrorIs(t, err, os.ErrDeadlineExceeded, "%s connection: silent, not closed", name)
-		}
+		requireSilent(t, "held", map[string]net.Conn{"open": open, "new": later})
 		require.Equal(t, 2, proxy.Conns())
 		require.NoError(t, later.Close())
 		select {
