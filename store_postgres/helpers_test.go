@@ -123,21 +123,6 @@ func dropTable(t testing.TB, s *Store) {
 	require.NoError(t, err)
 }
 
-// race runs f(0) to f(n-1) in n goroutines released together, and
-// returns once all have returned.
-func race(n int, f func(i int)) {
-	ready := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-ready
-			f(i)
-		})
-	}
-	close(ready)
-	wg.Wait()
-}
-
 // sendTo sends a POST to /payments with key and header through h.
 func sendTo(h http.Handler, key string, header http.Header) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))

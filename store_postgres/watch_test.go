@@ -86,7 +86,7 @@ func TestWatchRacingCompletion(t *testing.T) {
 	}
 	watches := make([]<-chan struct{}, keys)
 	errs := make([]error, 2*keys)
-	race(2*keys, func(i int) {
+	storetest.Together(2*keys, func(i int) {
 		key := fmt.Sprint("k", i/2)
 		if i%2 == 0 {
 			errs[i] = s.Complete(context.Background(), key, owners[i/2], &store.Response{Status: 201}, time.Hour)
