@@ -17,6 +17,7 @@ import (
 
 	"github.com/seed43327c4c/idempotency"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 func TestFirstRequestRunsAndDuplicateIsReplayed(t *testing.T) {
@@ -213,32 +214,25 @@ func TestConcurrentDuplicatesRunTheHandlerOnce(t *testing.T) {
 	}
 	const senders = 200
 	results := make([]result, senders)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range senders {
-		wg.Go(func() {
-			<-start
-			req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(`{"amount":42}`))
-			if err != nil {
-				panic(err)
-			}
-			req.Header.Set("Idempotency-Key", "one-key")
-			resp, err := client.Do(req)
-			if err != nil {
-				results[i] = result{status: -1, body: err.Error()}
-				return
-			}
-			body, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusConflict {
-				once.Do(func() { close(conflict) })
-			}
-			results[i] = result{resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true",
-				string(body), resp.Header.Get("Location")}
-		})
-	}
-	close(start)
-	wg.Wait()
+	storetest.Together(senders, func(i int) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(`{"amount":42}`))
+		if err != nil {
+			panic(err)
+		}
+		req.Header.Set("Idempotency-Key", "one-key")
+		resp, err := client.Do(req)
+		if err != nil {
+			results[i] = result{status: -1, body: err.Error()}
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusConflict {
+			once.Do(func() { close(conflict) })
+		}
+		results[i] = result{resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true",
+			string(body), resp.Header.Get("Location")}
+	})
 
 	require.EqualValues(t, 1, runs.Load(), "the handler ran exactly once")
 	var fresh, conflicts int

@@ -22,6 +22,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and many readers at
@@ -233,27 +235,20 @@ func runStorm(t testing.TB, baseURL string, keys, dups int) stormResult {
 		body := fmt.Sprintf(`{"amount": %d, "currency": "EUR"}`, 100+k)
 		keysWG.Go(func() {
 			defer func() { <-slots }()
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for d := range dups {
-				wg.Go(func() {
-					<-start
-					resp, conflicts, err := postUntilDone(client, baseURL, key, body)
-					if err != nil {
-						fail("key %s: %v", key, err)
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					answers[k][d] = resp
-					res.conflicts += conflicts
-					res.workers[resp.worker]++
-					if resp.replayed {
-						res.replays[resp.worker]++
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
+			storetest.Together(dups, func(d int) {
+				resp, conflicts, err := postUntilDone(client, baseURL, key, body)
+				if err != nil {
+					fail("key %s: %v", key, err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				answers[k][d] = resp
+				res.conflicts += conflicts
+				res.workers[resp.worker]++
+				if resp.replayed {
+					res.replays[resp.worker]++
+				}
+			})
 		})
 	}
 	keysWG.Wait()

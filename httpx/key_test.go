@@ -11,11 +11,12 @@ import (
 
 func TestParseKey(t *testing.T) {
 	longest := strings.Repeat("k", MaxKeyLen)
-	cases := []struct {
+	type keyCase struct {
 		name  string
 		value string
 		key   string // expected key; empty means ErrKeyInvalid
-	}{
+	}
+	cases := []keyCase{
 		// Bare form.
 		{"bare", "abc-123", "abc-123"},
 		{"bare one byte", "a", "a"},
@@ -27,13 +28,7 @@ func TestParseKey(t *testing.T) {
 		{"bare with backslash", `a\b`, `a\b`},
 		{"bare with comma", "a,b", "a,b"},
 		{"bare inner space", "a b", ""},
-		{"bare inner tab", "a\tb", ""},
-		{"bare CR", "a\rb", ""},
-		{"bare LF", "a\nb", ""},
-		{"bare NUL", "a\x00b", ""},
-		{"bare DEL", "a\x7fb", ""},
 		{"bare control", "\x01", ""},
-		{"bare non-ASCII", "café", ""},
 		{"bare high byte", "a\xffb", ""},
 		{"empty", "", ""},
 		{"only spaces", "   ", ""},
@@ -68,12 +63,14 @@ func TestParseKey(t *testing.T) {
 		{"text after close", `"abc"x`, ""},
 		{"two strings", `"a" "b"`, ""},
 		{"list of strings", `"a", "b"`, ""},
-		{"quoted tab", "\"a\tb\"", ""},
-		{"quoted CR", "\"a\rb\"", ""},
-		{"quoted LF", "\"a\nb\"", ""},
-		{"quoted NUL", "\"a\x00b\"", ""},
-		{"quoted DEL", "\"a\x7fb\"", ""},
-		{"quoted non-ASCII", `"café"`, ""},
+	}
+	// Bytes that neither form takes inside a key.
+	for _, b := range []struct{ name, inner string }{
+		{"tab", "\t"}, {"CR", "\r"}, {"LF", "\n"}, {"NUL", "\x00"}, {"DEL", "\x7f"}, {"non-ASCII", "é"},
+	} {
+		cases = append(cases,
+			keyCase{"bare " + b.name, "a" + b.inner + "b", ""},
+			keyCase{"quoted " + b.name, `"a` + b.inner + `b"`, ""})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 // claimResult is what one racing Claim saw.
@@ -26,7 +27,7 @@ type claimResult struct {
 // with fingerprint fp(i), and returns what each saw.
 func raceClaims(s *Store, key string, n int, fp func(i int) string) []claimResult {
 	results := make([]claimResult, n)
-	race(n, func(i int) {
+	storetest.Together(n, func(i int) {
 		token := fmt.Sprintf("token-%d", i)
 		rec, claimed, err := s.Claim(context.Background(), key, fp(i), token, time.Minute)
 		results[i] = claimResult{token: token, rec: rec, claimed: claimed, err: err}
@@ -135,7 +136,7 @@ func TestClaimRaceUnderStricterIsolation(t *testing.T) {
 				var mu sync.Mutex
 				won := 0
 				var errs []error
-				race(16, func(i int) {
+				storetest.Together(16, func(i int) {
 					token := fmt.Sprint("token-", i)
 					var claimed bool
 					var err error

@@ -111,24 +111,16 @@ func newTestStoreOn(t testing.TB, p *pgxpool.Pool, opts ...Option) *Store {
 	return s
 }
 
+// closedFirst has s closed when the test ends, before the cleanups
+// registered earlier (such as dropping its table) run.
+func closedFirst[S interface{ Close() }](t testing.TB, s S) S {
+	t.Cleanup(s.Close)
+	return s
+}
+
 func dropTable(t testing.TB, s *Store) {
 	_, err := s.pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+s.name)
 	require.NoError(t, err)
-}
-
-// race runs f(0) to f(n-1) in n goroutines released together, and
-// returns once all have returned.
-func race(n int, f func(i int)) {
-	ready := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-ready
-			f(i)
-		})
-	}
-	close(ready)
-	wg.Wait()
 }
 
 // sendTo sends a POST to /payments with key and header through h.

@@ -30,7 +30,7 @@ func listenerPID(s *Store) uint32 {
 // connection, its watchers are woken (their marks went with it), and the
 // listener connects again: a later watch is woken by its key's completion.
 func TestListenerReconnects(t *testing.T) {
-	s := newWatchedStore(t)
+	s := closedFirst(t, newTestStore(t))
 	mustClaim(t, s, "before", "fp", "t", time.Minute)
 	before := storetest.MustWatch(t, s, "before")
 	pid := listenerPID(s)
@@ -82,7 +82,7 @@ func TestCloseEndsWatches(t *testing.T) {
 // TestStopReleasesTheMark: the watch locks of stopped watches, woken or
 // not, are released, so that later completions notify nobody.
 func TestStopReleasesTheMark(t *testing.T) {
-	s := newWatchedStore(t)
+	s := closedFirst(t, newTestStore(t))
 	ctx := context.Background()
 	owner := mustClaim(t, s, "k", "fp", "t", time.Minute).Owner
 	var stops []func()
@@ -118,7 +118,7 @@ func TestListenerIgnoresThePoolsCancelRequests(t *testing.T) {
 			return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: time.Hour}
 		}
 	})
-	s := New(p, WithTable(newWatchedStore(t).table))
+	s := New(p, WithTable(closedFirst(t, newTestStore(t)).table))
 	t.Cleanup(s.Close)
 	mustClaim(t, s, "k", "fp", "t", time.Minute)
 	for i := range 3 {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 // testSchema creates a schema no other test uses through p and returns
@@ -39,7 +40,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		t.Cleanup(func() { dropTable(t, s) })
 		const workers = 12
 		errs := make([]error, workers)
-		race(workers, func(i int) { errs[i] = spellings[i%2].Migrate(ctx) })
+		storetest.Together(workers, func(i int) { errs[i] = spellings[i%2].Migrate(ctx) })
 		for _, err := range errs {
 			require.NoError(t, err)
 		}

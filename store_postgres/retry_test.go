@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 // TestRetryPolicy: retry runs a statement again after a dead connection (at
@@ -77,7 +78,7 @@ func terminatedPool(t *testing.T, conns int32) *Store {
 	// Open every connection the pool may hold.
 	var held []*pgxpool.Conn
 	var mu sync.Mutex
-	race(int(conns), func(int) {
+	storetest.Together(int(conns), func(int) {
 		c, err := p.Acquire(ctx)
 		require.NoError(t, err)
 		mu.Lock()

@@ -11,27 +11,34 @@ import (
 	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
-// TestConformance runs the shared store suites, each subtest on its own
-// table: Run against the plain store and against the plain methods of the
-// transactional one, and RunTx against the transactional one's
-// transactions.
+// plainStore is what the suites on plain methods run against.
+type plainStore interface {
+	store.Watcher
+	Close()
+}
+
+// plainStores are the stores whose plain methods the conformance suites
+// run against, each on a table of its own: the plain store and the
+// transactional one.
+var plainStores = []struct {
+	name     string
+	newStore func(t *testing.T) plainStore
+}{
+	{"Store", func(t *testing.T) plainStore { return newTestStore(t) }},
+	{"TxStore", func(t *testing.T) plainStore { return newTestTxStore(t) }},
+}
+
+// TestConformance runs the shared store suites: Run against each of
+// plainStores, and RunTx against the transactional store's transactions.
 func TestConformance(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		run  func(t *testing.T)
-	}{
-		{"Store", func(t *testing.T) {
-			storetest.Run(t, func(t *testing.T) store.Store { return newTestStore(t) })
-		}},
-		{"TxStore", func(t *testing.T) {
-			storetest.Run(t, func(t *testing.T) store.Store { return newTestTxStore(t) })
-		}},
-		{"TxStore transactions", func(t *testing.T) {
-			storetest.RunTx(t, func(t *testing.T) store.TxStore { return newTestTxStore(t) })
-		}},
-	} {
-		t.Run(c.name, c.run)
+	for _, c := range plainStores {
+		t.Run(c.name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) store.Store { return c.newStore(t) })
+		})
 	}
+	t.Run("TxStore transactions", func(t *testing.T) {
+		storetest.RunTx(t, func(t *testing.T) store.TxStore { return newTestTxStore(t) })
+	})
 }
 
 func TestNamesAreValidatedAndQuoted(t *testing.T) {

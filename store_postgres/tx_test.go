@@ -16,6 +16,7 @@ import (
 
 	"github.com/seed43327c4c/idempotency"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 // TestTxEmptyTokenIsRefused: BeginClaim under an empty token fails with
@@ -171,7 +172,7 @@ func TestTxRaceOneWinner(t *testing.T) {
 			plain   int
 		)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		race(txClaims+plainClaims, func(i int) {
+		storetest.Together(txClaims+plainClaims, func(i int) {
 			token := fmt.Sprintf("token-%d", i)
 			if i < plainClaims {
 				rec, claimed, err := s.Claim(ctx, key, "fp", token, time.Minute)

@@ -16,31 +16,15 @@ import (
 	"github.com/seed43327c4c/idempotency/store/storetest/waitbench"
 )
 
-// TestWatchConformance runs storetest.RunWatch against the plain store and
-// the plain methods of the transactional one, each subtest on its own table
-// with its own listener.
+// TestWatchConformance runs storetest.RunWatch against each of
+// plainStores, each store closed (its listener stopped) before its table
+// is dropped.
 func TestWatchConformance(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		newStore func(t *testing.T) store.Watcher
-	}{
-		{"Store", func(t *testing.T) store.Watcher { return newWatchedStore(t) }},
-		{"TxStore", func(t *testing.T) store.Watcher {
-			s := newTestTxStore(t)
-			t.Cleanup(s.Close)
-			return s
-		}},
-	} {
-		t.Run(c.name, func(t *testing.T) { storetest.RunWatch(t, c.newStore) })
+	for _, c := range plainStores {
+		t.Run(c.name, func(t *testing.T) {
+			storetest.RunWatch(t, func(t *testing.T) store.Watcher { return closedFirst(t, c.newStore(t)) })
+		})
 	}
-}
-
-// newWatchedStore is newTestStore, closed before its table is dropped.
-func newWatchedStore(t *testing.T) *Store {
-	t.Helper()
-	s := newTestStore(t)
-	t.Cleanup(s.Close)
-	return s
 }
 
 // TestWatchTransactionalClaim: a key held by an open transaction is in
@@ -58,8 +42,7 @@ func TestWatchTransactionalClaim(t *testing.T) {
 		{"Rollback", func(tx store.Tx) error { return tx.Rollback(context.Background()) }, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newTestTxStore(t)
-			t.Cleanup(s.Close)
+			s := closedFirst(t, newTestTxStore(t))
 			_, tx := mustBeginClaim(t, s, "k", "fp", "1")
 			changed := storetest.MustWatch(t, s.Store, "k")
 			require.False(t, storetest.ClosedWithin(changed, storetest.QuietFor), "woken while the transaction is open")
@@ -80,8 +63,7 @@ func TestWatchTransactionalClaim(t *testing.T) {
 // behind it, so a transactional claim of the key meanwhile wins instead of
 // being told that the key is in flight.
 func TestWatchStateLeavesNoClaimLock(t *testing.T) {
-	s := newTestTxStore(t)
-	t.Cleanup(s.Close)
+	s := closedFirst(t, newTestTxStore(t))
 	batch, err := s.pool.Begin(t.Context()) // as the listener's batch runs
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = batch.Rollback(context.Background()) })
@@ -96,7 +78,7 @@ func TestWatchStateLeavesNoClaimLock(t *testing.T) {
 // key, 50 keys at once, are all woken, whichever comes first: the watch
 // lock and the state read that follows it leave no gap for a completion.
 func TestWatchRacingCompletion(t *testing.T) {
-	s := newWatchedStore(t)
+	s := closedFirst(t, newTestStore(t))
 	const keys = 50
 	owners := make([]store.Lease, keys)
 	for i := range owners {
@@ -104,7 +86,7 @@ func TestWatchRacingCompletion(t *testing.T) {
 	}
 	watches := make([]<-chan struct{}, keys)
 	errs := make([]error, 2*keys)
-	race(2*keys, func(i int) {
+	storetest.Together(2*keys, func(i int) {
 		key := fmt.Sprint("k", i/2)
 		if i%2 == 0 {
 			errs[i] = s.Complete(context.Background(), key, owners[i/2], &store.Response{Status: 201}, time.Hour)
@@ -148,8 +130,7 @@ func TestNotifyOnlyWhenWatched(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newTestTxStore(t)
-			t.Cleanup(s.Close)
+			s := closedFirst(t, newTestTxStore(t))
 			notes := listen(t, s.Store)
 			require.NoError(t, c.hold(t, s, "alone")())
 			select {
@@ -211,7 +192,5 @@ func listen(t *testing.T, s *Store) <-chan string {
 // waiting for its duplicate in flight is answered after the duplicate
 // completes (see waitbench.Run).
 func BenchmarkWaitWake(b *testing.B) {
-	s := newTestStore(b)
-	b.Cleanup(s.Close)
-	waitbench.Run(b, s)
+	waitbench.Run(b, closedFirst(b, newTestStore(b)))
 }

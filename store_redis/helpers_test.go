@@ -61,13 +61,21 @@ func standalone(t testing.TB) redis.UniversalClient {
 	return standaloneWith(t, func(opts *redis.Options) { opts.PoolSize = 64 })
 }
 
-// standaloneWith is standalone with the client's options changed by edit.
-func standaloneWith(t testing.TB, edit func(*redis.Options)) redis.UniversalClient {
+// redisURL returns REDIS_URL, and skips the test when it is unset: every
+// Redis test runs only then, those that start servers of their own too.
+func redisURL(t testing.TB) string {
 	t.Helper()
 	url := os.Getenv("REDIS_URL")
 	if url == "" {
 		t.Skip("REDIS_URL is not set; set it (e.g. redis://127.0.0.1:6379/0) to run the Redis store tests")
 	}
+	return url
+}
+
+// standaloneWith is standalone with the client's options changed by edit.
+func standaloneWith(t testing.TB, edit func(*redis.Options)) redis.UniversalClient {
+	t.Helper()
+	url := redisURL(t)
 	opts, err := redis.ParseURL(url)
 	require.NoError(t, err, "REDIS_URL")
 	opts.ContextTimeoutEnabled = true
@@ -231,10 +239,7 @@ type redisServer struct {
 // REDIS_URL is unset, as every Redis test does.
 func startRedis(t testing.TB, port int, conf string, args ...string) *redisServer {
 	t.Helper()
-	if os.Getenv("REDIS_URL") == "" {
-		t.Skip("REDIS_URL is not set; set it (e.g. redis://127.0.0.1:6379/0) to run the Redis store tests, " +
-			"which then also start redis-server replicas and a Sentinel of their own")
-	}
+	redisURL(t)
 	bin, err := exec.LookPath("redis-server")
 	require.NoError(t, err, "REDIS_URL is set, so the replication tests run, and they need redis-server on PATH")
 	dir := t.TempDir()

@@ -45,6 +45,17 @@ func newTestStore(t testing.TB, opts ...Option) *Store {
 	return newTestStoreOn(t, testFile(t), opts...)
 }
 
+// handlesOn returns n stores on path, each through a *sql.DB of its own,
+// as n processes would hold the file.
+func handlesOn(t testing.TB, path string, n int) []store.Store {
+	t.Helper()
+	stores := make([]store.Store, n)
+	for i := range stores {
+		stores[i] = newTestStoreOn(t, path)
+	}
+	return stores
+}
+
 // spread is a store.Store that sends each call to the next of its stores
 // in turn: stores on one file through handles or processes of their own,
 // as the workers of one host share it.

@@ -2,11 +2,12 @@ package sqlitestore
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 // TestMigrateConcurrently: several handles, as several processes have,
@@ -18,23 +19,16 @@ func TestMigrateConcurrently(t *testing.T) {
 	const handles = 8
 	stores := make([]*Store, handles)
 	errs := make([]error, handles)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range handles {
-		wg.Go(func() {
-			<-start
-			db, err := Open(context.Background(), path, 0)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			t.Cleanup(func() { _ = db.Close() })
-			stores[i] = New(db)
-			errs[i] = stores[i].Migrate(context.Background())
-		})
-	}
-	close(start)
-	wg.Wait()
+	storetest.Together(handles, func(i int) {
+		db, err := Open(context.Background(), path, 0)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		stores[i] = New(db)
+		errs[i] = stores[i].Migrate(context.Background())
+	})
 	for _, err := range errs {
 		require.NoError(t, err)
 	}

@@ -29,14 +29,7 @@ func TestConformance(t *testing.T) {
 		newStore func(t *testing.T) store.Store
 	}{
 		{"one handle", func(t *testing.T) store.Store { return newTestStore(t) }},
-		{"four handles", func(t *testing.T) store.Store {
-			path := testFile(t)
-			s := &spread{}
-			for range 4 {
-				s.stores = append(s.stores, newTestStoreOn(t, path))
-			}
-			return s
-		}},
+		{"four handles", func(t *testing.T) store.Store { return &spread{stores: handlesOn(t, testFile(t), 4)} }},
 		{"two processes", func(t *testing.T) store.Store {
 			path := testFile(t)
 			return &spread{stores: []store.Store{newTestStoreOn(t, path), startHelper(t, path)}}

@@ -33,15 +33,11 @@ func TestWatchConformance(t *testing.T) {
 		{"direct wake-ups only", func(t *testing.T) store.Watcher { return newDirectOnlyStore(t) }},
 		{"other handles", func(t *testing.T) store.Watcher {
 			path := testFile(t)
-			w := &watchedSpread{spread: &spread{}, watcher: newTestStoreOn(t, path)}
-			for range 3 {
-				w.stores = append(w.stores, newTestStoreOn(t, path))
-			}
-			return w
+			return watchedOn(t, path, handlesOn(t, path, 3)...)
 		}},
 		{"another process", func(t *testing.T) store.Watcher {
 			path := testFile(t)
-			return &watchedSpread{spread: &spread{stores: []store.Store{startHelper(t, path)}}, watcher: newTestStoreOn(t, path)}
+			return watchedOn(t, path, startHelper(t, path))
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,6 +62,13 @@ func newDirectOnlyStore(t *testing.T) *Store {
 type watchedSpread struct {
 	*spread
 	watcher *Store
+}
+
+// watchedOn returns a watchedSpread of stores whose watcher is a store on
+// path of its own.
+func watchedOn(t testing.TB, path string, stores ...store.Store) *watchedSpread {
+	t.Helper()
+	return &watchedSpread{spread: &spread{stores: stores}, watcher: newTestStoreOn(t, path)}
 }
 
 func (w *watchedSpread) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
@@ -204,5 +207,5 @@ func BenchmarkWaitWake(b *testing.B) {
 // another process.
 func BenchmarkWaitWakeAcrossHandles(b *testing.B) {
 	path := testFile(b)
-	waitbench.Run(b, &watchedSpread{spread: &spread{stores: []store.Store{newTestStoreOn(b, path)}}, watcher: newTestStoreOn(b, path)})
+	waitbench.Run(b, watchedOn(b, path, newTestStoreOn(b, path)))
 }

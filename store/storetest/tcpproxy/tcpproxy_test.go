@@ -81,6 +81,26 @@ func requireEnded(t *testing.T, ended <-chan struct{}) {
 	}
 }
 
+// dialOpen is dialThrough, with one message echoed, so that the server
+// has the connection.
+func dialOpen(t *testing.T) (*tcpproxy.Proxy, net.Conn, <-chan struct{}) {
+	t.Helper()
+	proxy, conn, ended := dialThrough(t)
+	_, err := echo(t, conn, "open", 5*time.Second)
+	require.NoError(t, err)
+	return proxy, conn, ended
+}
+
+// requireSilent sends msg on each of conns, by name, and checks that
+// nothing comes back within 200 ms and the connection is not closed.
+func requireSilent(t *testing.T, msg string, conns map[string]net.Conn) {
+	t.Helper()
+	for name, conn := range conns {
+		_, err := echo(t, conn, msg, 200*time.Millisecond)
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded, "%s connection: silent, not closed", name)
+	}
+}
+
 func TestProxy(t *testing.T) {
 	t.Run("forwards both ways", func(t *testing.T) {
 		_, conn, _ := dialThrough(t)
@@ -90,36 +110,24 @@ func TestProxy(t *testing.T) {
 	})
 
 	t.Run("a partition silences open and new connections without closing them", func(t *testing.T) {
-		proxy, open, _ := dialThrough(t)
-		_, err := echo(t, open, "before", 5*time.Second)
-		require.NoError(t, err)
+		proxy, open, _ := dialOpen(t)
 		proxy.Partition()
 		later := dial(t, proxy)
-		for name, conn := range map[string]net.Conn{"open": open, "new": later} {
-			_, err := echo(t, conn, "after", 200*time.Millisecond)
-			require.ErrorIs(t, err, os.ErrDeadlineExceeded, "%s connection: silent, not closed", name)
-		}
+		requireSilent(t, "after", map[string]net.Conn{"open": open, "new": later})
 	})
 
 	t.Run("a client's close reaches the server through a partition", func(t *testing.T) {
-		proxy, conn, ended := dialThrough(t)
-		_, err := echo(t, conn, "open", 5*time.Second) // the server has the connection
-		require.NoError(t, err)
+		proxy, conn, ended := dialOpen(t)
 		proxy.Partition()
 		require.NoError(t, conn.Close())
 		requireEnded(t, ended)
 	})
 
 	t.Run("a stall holds what is sent, and a client's close, until Resume", func(t *testing.T) {
-		proxy, open, ended := dialThrough(t)
-		_, err := echo(t, open, "before", 5*time.Second)
-		require.NoError(t, err)
+		proxy, open, ended := dialOpen(t)
 		proxy.Stall()
 		later := dial(t, proxy)
-		for name, conn := range map[string]net.Conn{"open": open, "new": later} {
-			_, err := echo(t, conn, "held", 200*time.Millisecond)
-			require.ErrorIs(t, err, os.ErrDeadlineExceeded, "%s connection: silent, not closed", name)
-		}
+		requireSilent(t, "held", map[string]net.Conn{"open": open, "new": later})
 		require.Equal(t, 2, proxy.Conns())
 		require.NoError(t, later.Close())
 		select {
@@ -131,21 +139,19 @@ func TestProxy(t *testing.T) {
 		requireEnded(t, ended)
 		require.NoError(t, open.SetReadDeadline(time.Now().Add(5*time.Second)))
 		got := make([]byte, len("held"))
-		_, err = io.ReadFull(open, got)
+		_, err := io.ReadFull(open, got)
 		require.NoError(t, err)
 		require.Equal(t, "held", string(got), "what the stall held arrives after it")
 		require.Equal(t, 1, proxy.Conns())
 	})
 
 	t.Run("close ends every connection and stops listening", func(t *testing.T) {
-		proxy, conn, ended := dialThrough(t)
-		_, err := echo(t, conn, "open", 5*time.Second)
-		require.NoError(t, err)
+		proxy, conn, ended := dialOpen(t)
 		proxy.Partition()
 		require.NoError(t, proxy.Close())
 		requireEnded(t, ended)
 		require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
-		_, err = conn.Read(make([]byte, 1))
+		_, err := conn.Read(make([]byte, 1))
 		require.Error(t, err)
 		require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "the client's connection is closed, not silent")
 		_, err = net.Dial("tcp", proxy.Addr())
