@@ -79,6 +79,7 @@ func standaloneWith(t testing.TB, edit func(*redis.Options)) redis.UniversalClie
 	opts, err := redis.ParseURL(url)
 	require.NoError(t, err, "REDIS_URL")
 	opts.ContextTimeoutEnabled = true
+	opts.MaintNotificationsConfig = noMaintNotifications
 	edit(opts)
 	return reachable(t, redis.NewClient(opts), "REDIS_URL="+url)
 }
@@ -92,7 +93,8 @@ func cluster(t testing.TB) redis.UniversalClient {
 	if addrs == "" {
 		t.Skip("REDIS_CLUSTER_ADDRS is not set; set it (e.g. 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002) to run the Redis Cluster tests")
 	}
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ","), PoolSize: 64, ContextTimeoutEnabled: true})
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ","), PoolSize: 64,
+		ContextTimeoutEnabled: true, MaintNotificationsConfig: noMaintNotifications})
 	return reachable(t, client, "REDIS_CLUSTER_ADDRS="+addrs)
 }
 
@@ -272,7 +274,7 @@ func (s *redisServer) kill() {
 }
 
 // noMaintNotifications turns go-redis's maintenance notifications off, as
-// redisstore.WithReplicaAcks requires.
+// redisstore.WithReplicaAcks requires; the test servers have none.
 var noMaintNotifications = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
 // client returns a client of the server alone, closed when the test ends.
