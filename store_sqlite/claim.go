@@ -47,9 +47,9 @@ RETURNING state = 1 AND token = ?3, state, fingerprint, fence, status, header, b
 
 // liveSQL reads key ?1 for a claim under token ?2, as claimSQL returns it,
 // if its lease or retention has not ended on SQLite's clock. It takes no
-// write lock and no turn (see write): a duplicate of a request in flight,
-// or a replay, is answered without waiting for any writer, and never keeps
-// an owner's renewal or completion waiting.
+// write lock: a duplicate of a request in flight, or a replay, is answered
+// without waiting for the writer of any process, and never keeps an
+// owner's renewal or completion waiting for the file.
 var liveSQL = onSQLiteClock(`
 SELECT state = 1 AND token = ?2, state, fingerprint, fence, status, header, body, expires_at - NOW
 FROM idempotency_keys WHERE key = ?1 AND expires_at > NOW`)
@@ -74,16 +74,15 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		ttl     int64
 	)
 	row := store.HashKey(key)
-	err := s.db.QueryRowContext(ctx, liveSQL, row, []byte(token)).
-		Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = s.write(ctx, "claim", other, func(conn *sql.Conn) error {
-			return conn.QueryRowContext(ctx, claimSQL, row, []byte(fingerprint), []byte(token), lease.Milliseconds()).
+	err := s.write(ctx, "claim", other, func(conn *sql.Conn) error {
+		err := conn.QueryRowContext(ctx, liveSQL, row, []byte(token)).
+			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = conn.QueryRowContext(ctx, claimSQL, row, []byte(fingerprint), []byte(token), lease.Milliseconds()).
 				Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
-		})
-	} else if err != nil {
-		err = wrap("claim", err)
-	}
+		}
+		return err
+	})
 	if err != nil {
 		return store.Record{}, false, err
 	}

@@ -39,25 +39,3 @@ func TestLosingClaimWritesNothing(t *testing.T) {
 	assert.Equal(t, before, walSize(), "losing claims wrote to the log")
 	require.NoError(t, s.Renew(ctx, "in-flight", rec.Owner, time.Minute), "the owner still holds its lease")
 }
-
-// TestLosingClaimNeedsNoTurn: while a statement of the store holds its
-// turn, a claim of a live key, in flight or completed, is still answered,
-// so duplicates and replays never queue ahead of an owner's renewal.
-func TestLosingClaimNeedsNoTurn(t *testing.T) {
-	s := newTestStore(t)
-	ctx := context.Background()
-	mustClaim(t, s, "in-flight", "t", time.Minute)
-	done := mustClaim(t, s, "completed", "t", time.Minute)
-	require.NoError(t, s.Complete(ctx, "completed", done.Owner, &store.Response{Status: 201}, time.Hour))
-	require.NoError(t, s.turn.take(ctx, true))
-	defer s.turn.give()
-	for _, key := range []string{"in-flight", "completed"} {
-		t.Run(key, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			_, claimed, err := s.Claim(ctx, key, "fp", "other", time.Minute)
-			require.NoError(t, err)
-			assert.False(t, claimed)
-		})
-	}
-}
