@@ -54,14 +54,21 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		ttl     int64
 	)
 	row := store.HashKey(key)
-	err := s.write(ctx, "claim", other, func(conn *sql.Conn) error {
+	// The read waits for the turn too: duplicates answered outside it come
+	// back sooner and take the CPU that the owners' renewals need.
+	err := s.inTurn(ctx, "claim", other, func(conn *sql.Conn) error {
 		err := conn.QueryRowContext(ctx, liveSQL, row, []byte(token)).
 			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
-		if errors.Is(err, sql.ErrNoRows) {
-			err = conn.QueryRowContext(ctx, claimSQL, row, []byte(fingerprint), []byte(token), lease.Milliseconds()).
-				Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return wrap("claim", err)
 		}
-		return err
+		return s.writeOn(ctx, "claim", conn, other, func(conn *sql.Conn) error {
+			return conn.QueryRowContext(ctx, claimSQL, row, []byte(fingerprint), []byte(token), lease.Milliseconds()).
+				Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
+		})
 	})
 	if err != nil {
 		return store.Record{}, false, err

@@ -39,3 +39,18 @@ func TestLosingClaimWritesNothing(t *testing.T) {
 	assert.Equal(t, before, walSize(), "losing claims wrote to the log")
 	require.NoError(t, s.Renew(ctx, "in-flight", rec.Owner, time.Minute), "the owner still holds its lease")
 }
+
+// BenchmarkLosingClaim measures a claim of a key in flight under another
+// token, what each duplicate of a request costs the store's turn.
+func BenchmarkLosingClaim(b *testing.B) {
+	s := newTestStore(b)
+	ctx := context.Background()
+	_, claimed, err := s.Claim(ctx, "in-flight", "fp", "t", time.Hour)
+	require.True(b, claimed)
+	require.NoError(b, err)
+	for b.Loop() {
+		if _, claimed, err := s.Claim(ctx, "in-flight", "fp", "other", time.Hour); err != nil || claimed {
+			b.Fatalf("claimed %v, err %v", claimed, err)
+		}
+	}
+}

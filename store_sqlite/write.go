@@ -27,11 +27,18 @@ const (
 	otherRetry = time.Millisecond
 )
 
-// write runs statement on a connection of its own in the store's turn.
-// SQLite's busy handler sleeps longer on each try and so loses a freed
-// lock to other processes: the statement runs with busy_timeout 0 instead,
-// retried until the busy timeout passes (ErrBusy).
+// write runs statement on a connection of its own in the store's turn
+// (inTurn), as writeOn runs it.
 func (s *Store) write(ctx context.Context, op string, k kind, statement func(conn *sql.Conn) error) error {
+	return s.inTurn(ctx, op, k, func(conn *sql.Conn) error {
+		return s.writeOn(ctx, op, conn, k, statement)
+	})
+}
+
+// inTurn runs f on a connection of its own when no other statement of this
+// store is running (see turn), an owner's ahead of the others, and returns
+// its error, or ctx's or the pool's wrapped for op.
+func (s *Store) inTurn(ctx context.Context, op string, k kind, f func(conn *sql.Conn) error) error {
 	if err := s.turn.take(ctx, k != other); err != nil {
 		return wrap(op, err)
 	}
@@ -41,11 +48,23 @@ func (s *Store) write(ctx context.Context, op string, k kind, statement func(con
 		return wrap(op, err)
 	}
 	defer conn.Close()
+	return f(conn)
+}
+
+// writeOn runs statement, a writing statement of kind k, on conn, and
+// returns its error wrapped for op. SQLite's own wait for a locked file
+// sleeps longer on each try, so that a waiter often sleeps through the
+// moment the lock is freed and another process's next statement takes it:
+// the statement runs with no busy timeout instead, and is tried again
+// every ownerRetry or otherRetry until it finds the file unlocked, ctx
+// ends, or the connection's busy timeout has passed (ErrBusy).
+func (s *Store) writeOn(ctx context.Context, op string, conn *sql.Conn, k kind, statement func(conn *sql.Conn) error) error {
 	var busyTimeout, synchronous int64
 	if err := conn.QueryRowContext(ctx, "SELECT (SELECT * FROM pragma_busy_timeout), (SELECT * FROM pragma_synchronous)").
 		Scan(&busyTimeout, &synchronous); err != nil {
 		return wrap(op, err)
 	}
+	var err error
 	if k == renewal && synchronous > 1 { // above NORMAL
 		err = set(ctx, conn, "synchronous", 1)
 		defer restore(conn, "synchronous", synchronous)
