@@ -47,7 +47,7 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 		opt(&cfg)
 	}
 	cfg.storeTimeout = storeTimeout(s, cfg.storeTimeout, cfg.lease, "DoStoreTimeout", "DoLease")
-	j := job{cfg: &cfg, store: s, clientKey: key, key: doStorageKey(key), token: newToken(), fn: fn}
+	j := job{cfg: &cfg, store: s, clientKey: key, key: doStorageKey(cfg.scope, key), token: newToken(), fn: fn}
 	result, err, done := j.try(ctx)
 	switch {
 	case done:
@@ -59,8 +59,8 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 }
 
 // doStorageKey has an empty method, which no protected request has.
-func doStorageKey(key string) string {
-	return storageKey("", "", "idempotency.Do", key)
+func doStorageKey(scope, key string) string {
+	return storageKey(scope, "", "idempotency.Do", key)
 }
 
 // The statuses of Do's stored result and final error.

@@ -16,6 +16,7 @@ type doConfig struct {
 	storeTimeout  time.Duration // set by Do (see storeTimeout)
 	wait          time.Duration
 	fingerprint   string
+	scope         string
 	errorHandler  func(ctx context.Context, err error) // nil: logged by slog.Default
 }
 
@@ -67,6 +68,12 @@ func DoFingerprint(fingerprint string) DoOption {
 		panic("idempotency: DoFingerprint expects a non-empty fingerprint")
 	}
 	return func(c *doConfig) { c.fingerprint = fingerprint }
+}
+
+// DoScope sets the scope of the key (a tenant, a service): one key in two
+// scopes names two jobs. Defaults to none.
+func DoScope(scope string) DoOption {
+	return func(c *doConfig) { c.scope = scope }
 }
 
 // DoErrorHandler sets the function told of store errors Do does not return, a

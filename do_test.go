@@ -278,6 +278,25 @@ func TestDoFingerprint(t *testing.T) {
 	}
 }
 
+// TestDoScope: one key in two scopes names two jobs, each its own result;
+// fn's context carries the key as given.
+func TestDoScope(t *testing.T) {
+	s := store.NewMemory()
+	for _, scope := range []string{"tenant-a", "tenant-b", "tenant-a"} {
+		got, err := idempotency.Do(t.Context(), s, "k", func(ctx context.Context) ([]byte, error) {
+			key, _ := idempotency.FromContext(ctx)
+			return []byte(scope + " " + key.Client), nil
+		}, idempotency.DoScope(scope))
+		require.NoError(t, err)
+		require.Equal(t, scope+" k", string(got))
+	}
+	_, err := idempotency.Do(t.Context(), s, "k", (&countingJob{result: "none"}).fn)
+	require.NoError(t, err)
+	got, err := idempotency.Do(t.Context(), s, "k", (&countingJob{result: "again"}).fn)
+	require.NoError(t, err)
+	require.Equal(t, "none", string(got), "no scope is a scope of its own")
+}
+
 // renewRefusingStore is a memory store whose renewals are all refused, as
 // a store refuses the renewals of an owner whose lease was taken over.
 type renewRefusingStore struct{ *store.Memory }
