@@ -3,6 +3,7 @@ package grpcidempotency_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,15 +75,23 @@ func TestClientKeepsTheCallersKey(t *testing.T) {
 func TestClientRetriesAKeyInFlight(t *testing.T) {
 	b := newBlocking()
 	p := &payments{handle: b.handle}
-	srvOpts := []grpc.ServerOption{grpc.UnaryInterceptor(grpcidempotency.UnaryServerInterceptor(store.NewMemory()))}
+	var aborted atomic.Int32
+	countAborted := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		if status.Code(err) == codes.Aborted {
+			aborted.Add(1)
+		}
+		return resp, err
+	}
+	srvOpts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(countAborted, grpcidempotency.UnaryServerInterceptor(store.NewMemory()))}
 	conn := listen(t, p, srvOpts, grpc.WithUnaryInterceptor(grpcidempotency.UnaryClientInterceptor(
-		grpcidempotency.ClientBackoff(10*time.Millisecond, 20*time.Millisecond))))
+		grpcidempotency.ClientBackoff(10*time.Millisecond, 20*time.Millisecond), grpcidempotency.ClientMaxAttempts(1000))))
 	first := make(chan answer)
 	go func() { first <- charge(context.Background(), conn, "k", 10) }()
 	<-b.started
 	dup := make(chan answer)
 	go func() { dup <- charge(context.Background(), conn, "k", 10) }()
-	time.Sleep(30 * time.Millisecond) // the duplicate is retrying
+	require.Eventually(t, func() bool { return aborted.Load() >= 2 }, 10*time.Second, time.Millisecond, "the duplicate retries")
 	close(b.release)
 	require.NoError(t, (<-first).err)
 	got := <-dup

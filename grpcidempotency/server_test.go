@@ -297,14 +297,14 @@ func TestServerRenewsTheLease(t *testing.T) {
 	var key idempotency.Key
 	p := &payments{handle: func(ctx context.Context, req proto.Message) (proto.Message, error) {
 		key, _ = idempotency.FromContext(ctx)
-		time.Sleep(600 * time.Millisecond)
+		time.Sleep(time.Second)
 		return req, nil
 	}}
-	conn := serve(t, p, store.NewMemory(), grpcidempotency.WithLease(150*time.Millisecond))
+	conn := serve(t, p, store.NewMemory(), grpcidempotency.WithLease(300*time.Millisecond))
 	first := make(chan answer)
 	go func() { first <- charge(context.Background(), conn, "k", 10) }()
-	for range 4 {
-		time.Sleep(120 * time.Millisecond)
+	for range 3 {
+		time.Sleep(250 * time.Millisecond)
 		require.Equal(t, codes.Aborted, status.Code(charge(t.Context(), conn, "k", 10).err))
 	}
 	require.NoError(t, (<-first).err)
