@@ -264,30 +264,40 @@ func TestServerInFlight(t *testing.T) {
 	}
 }
 
-// failingStore fails every call, as a store that cannot be reached.
+// failingStore's claims fail, as a store that cannot be reached.
 type failingStore struct{ *store.Memory }
 
 func (failingStore) Claim(context.Context, string, string, string, time.Duration) (store.Record, bool, error) {
 	return store.Record{}, false, errors.New("connection refused")
 }
 
-// TestServerStoreUnavailable: a call whose claim fails gets Unavailable,
-// the handler does not run, and the error handler is told.
+// stalledStore's claims answer only when their context ends, as a store
+// behind a dead connection.
+type stalledStore struct{ *store.Memory }
+
+func (stalledStore) Claim(ctx context.Context, _, _, _ string, _ time.Duration) (store.Record, bool, error) {
+	<-ctx.Done()
+	return store.Record{}, false, ctx.Err()
+}
+
+// TestServerStoreUnavailable: a call whose claim fails, or is not answered
+// within the store timeout, gets Unavailable, the handler does not run, and
+// the error handler is told.
 func TestServerStoreUnavailable(t *testing.T) {
-	p := &payments{}
-	var reported []error
-	var mu sync.Mutex
-	conn := serve(t, p, failingStore{store.NewMemory()}, grpcidempotency.WithErrorHandler(func(_ context.Context, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		reported = append(reported, err)
-	}))
-	require.Equal(t, codes.Unavailable, status.Code(charge(t.Context(), conn, "k", 10).err))
-	require.Zero(t, p.runs.Load())
-	mu.Lock()
-	defer mu.Unlock()
-	require.Len(t, reported, 1)
-	require.ErrorContains(t, reported[0], "connection refused")
+	for name, s := range map[string]store.Store{
+		"failing": failingStore{store.NewMemory()},
+		"stalled": stalledStore{store.NewMemory()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := &payments{}
+			reported := make(chan error, 1)
+			conn := serve(t, p, s, grpcidempotency.WithStoreTimeout(50*time.Millisecond),
+				grpcidempotency.WithErrorHandler(func(_ context.Context, err error) { reported <- err }))
+			require.Equal(t, codes.Unavailable, status.Code(charge(t.Context(), conn, "k", 10).err))
+			require.Zero(t, p.runs.Load())
+			require.Error(t, <-reported)
+		})
+	}
 }
 
 // TestServerRenewsTheLease: a handler that runs for several leases keeps
