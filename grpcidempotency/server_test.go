@@ -3,6 +3,7 @@ package grpcidempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -350,10 +351,12 @@ func TestServerMisconfigurationPanics(t *testing.T) {
 // wait for it.
 func TestTwoServersShareRedis(t *testing.T) {
 	prefix := redisPrefix(t, redisClient(t))
-	p := &payments{handle: func(ctx context.Context, req proto.Message) (proto.Message, error) {
+	p := &payments{}
+	p.handle = func(context.Context, proto.Message) (proto.Message, error) {
+		run := p.runs.Load()
 		time.Sleep(50 * time.Millisecond) // the others arrive while it runs
-		return structpb.NewStruct(map[string]any{"charge": "ch_1"})
-	}}
+		return structpb.NewStruct(map[string]any{"charge": fmt.Sprintf("ch_%d", run)})
+	}
 	conns := []*grpc.ClientConn{
 		serve(t, p, redisStore(t, prefix), grpcidempotency.WithWait(10*time.Second)),
 		serve(t, p, redisStore(t, prefix), grpcidempotency.WithWait(10*time.Second)),
