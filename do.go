@@ -19,6 +19,10 @@ var ErrInFlight = errors.New("idempotency: key in flight")
 // fn's outcome is not recorded.
 var ErrLeaseLost = errors.New("idempotency: lease lost while fn ran")
 
+// ErrKeyReused is returned by Do when the key is held, in flight or done, by
+// a call with another fingerprint (DoFingerprint); fn is not run.
+var ErrKeyReused = errors.New("idempotency: key reused with another fingerprint")
+
 // ErrNotStored is returned by Do when the key's job ran but the store kept no
 // result; fn is not run again.
 var ErrNotStored = errors.New("idempotency: the job ran but its result was not stored")
@@ -43,7 +47,7 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 		opt(&cfg)
 	}
 	cfg.storeTimeout = storeTimeout(s, cfg.storeTimeout, cfg.lease, "DoStoreTimeout", "DoLease")
-	j := job{cfg: &cfg, store: s, clientKey: key, key: doStorageKey(key), token: newToken(), fn: fn}
+	j := job{cfg: &cfg, store: s, clientKey: key, key: doStorageKey(cfg.scope, key), token: newToken(), fn: fn}
 	result, err, done := j.try(ctx)
 	switch {
 	case done:
@@ -55,11 +59,9 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 }
 
 // doStorageKey has an empty method, which no protected request has.
-func doStorageKey(key string) string {
-	return storageKey("", "", "idempotency.Do", key)
+func doStorageKey(scope, key string) string {
+	return storageKey(scope, "", "idempotency.Do", key)
 }
-
-const doFingerprint = "idempotency.Do"
 
 // The statuses of Do's stored result and final error.
 const (
@@ -84,7 +86,7 @@ func (j *job) try(ctx context.Context) (result []byte, err error, done bool) {
 	}
 	claimedAt := time.Now()
 	claimCtx, deadline := withStoreDeadline(ctx, j.cfg.storeTimeout)
-	rec, claimed, err := j.store.Claim(claimCtx, j.key, doFingerprint, j.token, j.cfg.lease)
+	rec, claimed, err := j.store.Claim(claimCtx, j.key, j.cfg.fingerprint, j.token, j.cfg.lease)
 	deadline.end()
 	switch {
 	case err != nil:
@@ -93,13 +95,13 @@ func (j *job) try(ctx context.Context) (result []byte, err error, done bool) {
 		result, err = j.run(ctx, rec.Owner, claimedAt)
 		return result, err, true
 	default:
-		return stored(rec)
+		return j.stored(rec)
 	}
 }
 
 func (j *job) tryInTx(ctx context.Context, ts store.TxStore) (result []byte, err error, done bool) {
 	claimCtx, deadline := withStoreDeadline(ctx, j.cfg.storeTimeout)
-	txCtx, rec, tx, err := ts.BeginClaim(claimCtx, j.key, doFingerprint, j.token)
+	txCtx, rec, tx, err := ts.BeginClaim(claimCtx, j.key, j.cfg.fingerprint, j.token)
 	tx, err = deadline.keepTx(tx, err)
 	switch {
 	case err != nil:
@@ -108,7 +110,7 @@ func (j *job) tryInTx(ctx context.Context, ts store.TxStore) (result []byte, err
 		result, err = j.runInTx(ctx, txCtx, rec.Owner, tx)
 		return result, err, true
 	default:
-		return stored(rec)
+		return j.stored(rec)
 	}
 }
 
@@ -129,8 +131,10 @@ func (j *job) wait(ctx context.Context) ([]byte, error) {
 }
 
 // stored returns the outcome kept in rec; done is false if in flight.
-func stored(rec store.Record) (result []byte, err error, done bool) {
+func (j *job) stored(rec store.Record) (result []byte, err error, done bool) {
 	switch {
+	case rec.Fingerprint != j.cfg.fingerprint:
+		return nil, ErrKeyReused, true
 	case rec.State == store.StateInFlight:
 		return nil, nil, false
 	case rec.State == store.StateCompleted && rec.Response != nil:

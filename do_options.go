@@ -15,11 +15,13 @@ type doConfig struct {
 	recordTimeout time.Duration // 0: the lease
 	storeTimeout  time.Duration // set by Do (see storeTimeout)
 	wait          time.Duration
+	fingerprint   string
+	scope         string
 	errorHandler  func(ctx context.Context, err error) // nil: logged by slog.Default
 }
 
 func defaultDoConfig() doConfig {
-	return doConfig{lease: 30 * time.Second, retention: 24 * time.Hour}
+	return doConfig{lease: 30 * time.Second, retention: 24 * time.Hour, fingerprint: "idempotency.Do"}
 }
 
 // DoLease sets how long Do's claim holds a key before another caller may take
@@ -56,6 +58,22 @@ func DoWait(timeout time.Duration) DoOption {
 		panic("idempotency: DoWait expects timeout >= 0")
 	}
 	return func(c *doConfig) { c.wait = timeout }
+}
+
+// DoFingerprint sets what tells this call's job from another sent under its
+// key: a caller whose fingerprint differs from the holder's gets
+// ErrKeyReused. It panics on "". Defaults to one fingerprint for every call.
+func DoFingerprint(fingerprint string) DoOption {
+	if fingerprint == "" {
+		panic("idempotency: DoFingerprint expects a non-empty fingerprint")
+	}
+	return func(c *doConfig) { c.fingerprint = fingerprint }
+}
+
+// DoScope sets the scope of the key (a tenant, a service): one key in two
+// scopes names two jobs. Defaults to none.
+func DoScope(scope string) DoOption {
+	return func(c *doConfig) { c.scope = scope }
 }
 
 // DoErrorHandler sets the function told of store errors Do does not return, a

@@ -243,6 +243,60 @@ func TestDoInFlight(t *testing.T) {
 	require.EqualValues(t, 1, job.runs.Load())
 }
 
+// TestDoFingerprint: on every store, a call whose fingerprint differs from
+// the holder's gets ErrKeyReused, whether the key is done or in flight, and
+// even when it would wait; fn does not run for it.
+func TestDoFingerprint(t *testing.T) {
+	for name, s := range bothModes() {
+		t.Run(name, func(t *testing.T) {
+			job := &countingJob{result: "charged"}
+			a, b := idempotency.DoFingerprint("amount=10"), idempotency.DoFingerprint("amount=20")
+			_, err := idempotency.Do(t.Context(), s, "done", job.fn, a)
+			require.NoError(t, err)
+			got, err := idempotency.Do(t.Context(), s, "done", job.fn, a)
+			require.NoError(t, err)
+			require.Equal(t, "charged", string(got))
+			_, err = idempotency.Do(t.Context(), s, "done", job.fn, b)
+			require.ErrorIs(t, err, idempotency.ErrKeyReused)
+			_, err = idempotency.Do(t.Context(), s, "done", job.fn)
+			require.ErrorIs(t, err, idempotency.ErrKeyReused, "the default fingerprint is another")
+
+			started, finish := make(chan struct{}), make(chan struct{})
+			go func() {
+				_, _ = idempotency.Do(context.Background(), s, "running", func(context.Context) ([]byte, error) {
+					close(started)
+					<-finish
+					return nil, nil
+				}, a)
+			}()
+			<-started
+			_, err = idempotency.Do(t.Context(), s, "running", job.fn, b, idempotency.DoWait(time.Minute))
+			require.ErrorIs(t, err, idempotency.ErrKeyReused)
+			close(finish)
+			require.EqualValues(t, 1, job.runs.Load())
+		})
+	}
+}
+
+// TestDoScope: one key in two scopes names two jobs, each its own result;
+// fn's context carries the key as given.
+func TestDoScope(t *testing.T) {
+	s := store.NewMemory()
+	for _, scope := range []string{"tenant-a", "tenant-b", "tenant-a"} {
+		got, err := idempotency.Do(t.Context(), s, "k", func(ctx context.Context) ([]byte, error) {
+			key, _ := idempotency.FromContext(ctx)
+			return []byte(scope + " " + key.Client), nil
+		}, idempotency.DoScope(scope))
+		require.NoError(t, err)
+		require.Equal(t, scope+" k", string(got))
+	}
+	_, err := idempotency.Do(t.Context(), s, "k", (&countingJob{result: "none"}).fn)
+	require.NoError(t, err)
+	got, err := idempotency.Do(t.Context(), s, "k", (&countingJob{result: "again"}).fn)
+	require.NoError(t, err)
+	require.Equal(t, "none", string(got), "no scope is a scope of its own")
+}
+
 // renewRefusingStore is a memory store whose renewals are all refused, as
 // a store refuses the renewals of an owner whose lease was taken over.
 type renewRefusingStore struct{ *store.Memory }
@@ -362,6 +416,7 @@ func TestDoMisconfigurationPanics(t *testing.T) {
 		"record":        func() { idempotency.DoRecordTimeout(0) },
 		"wait":          func() { idempotency.DoWait(-time.Second) },
 		"error handler": func() { idempotency.DoErrorHandler(nil) },
+		"fingerprint":   func() { idempotency.DoFingerprint("") },
 	} {
 		t.Run(name, func(t *testing.T) { require.Panics(t, f) })
 	}
