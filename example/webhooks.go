@@ -16,6 +16,10 @@ import (
 // the address of its section of docs/example.md.
 const problemInvalidEvent = "https://github.com/seed43327c4c/idempotency/blob/main/docs/example.md#invalid-event"
 
+// webhookRetention is how long an event's record is kept: longer than
+// Stripe goes on redelivering an event, about three days.
+const webhookRetention = 4 * 24 * time.Hour
+
 // webhookWait is how long a redelivery of an event in flight waits for its
 // answer, well within the time a provider waits for one.
 const webhookWait = 5 * time.Second
@@ -53,6 +57,7 @@ func newWebhookMiddleware(st store.Store, lease time.Duration, logger *slog.Logg
 		idempotency.WithKeyRequired(),
 		idempotency.WithScope(func(*http.Request) string { return "stripe" }),
 		idempotency.WithWait(webhookWait),
+		idempotency.WithRetention(webhookRetention),
 		idempotency.WithLease(lease),
 		idempotency.WithLogger(logger),
 	}
