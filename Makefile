@@ -28,6 +28,7 @@ BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 FUZZ_KEYS := 100000x
 FUZZ_RECORDER := 4000x
 FUZZ_CANONICAL := 100000x
+FUZZ_JSON_KEY := 100000x
 
 # The modules, each a folder with its go.mod; "." is the root module.
 MODULES := . store_redis store_postgres store_sqlite otelidempotency grpcidempotency example
@@ -46,6 +47,7 @@ test:
 	go test -run='^$$' -fuzz='^FuzzParseKey$$' -fuzztime=$(FUZZ_KEYS) ./httpx
 	go test -run='^$$' -fuzz='^FuzzRecorder$$' -fuzztime=$(FUZZ_RECORDER) ./httpx
 	go test -run='^$$' -fuzz='^FuzzCanonicalJSON$$' -fuzztime=$(FUZZ_CANONICAL) ./internal/canonjson
+	go test -run='^$$' -fuzz='^FuzzKeyFromJSONField$$' -fuzztime=$(FUZZ_JSON_KEY) .
 
 # check/DIR: the module in DIR on its own, without the workspace.
 $(addprefix check/,$(MODULES)): check/%:

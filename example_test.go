@@ -57,3 +57,33 @@ func ExampleWithScope() {
 	// bob: "receipt for bob" replayed=""
 	// alice: "receipt for alice" replayed="true"
 }
+
+// A webhook receiver keyed by the event's id, as Stripe sends it in the
+// body: a redelivery is answered from the store, and the event handled once.
+func ExampleKeyFromJSONField() {
+	handled := 0
+	receive := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handled++
+		fmt.Fprintf(w, `{"handled":%d}`, handled)
+	})
+	byEventID := idempotency.New(
+		idempotency.WithKeyFunc(idempotency.KeyFromJSONField("id")),
+		idempotency.WithKeyRequired(),
+		idempotency.WithScope(func(*http.Request) string { return "stripe" }),
+	)
+	h := byEventID(receive)
+
+	for _, event := range []string{
+		`{"id":"evt_1","type":"invoice.paid"}`,
+		`{"id":"evt_1","type":"invoice.paid"}`,
+		`{"type":"invoice.paid"}`,
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/webhooks", strings.NewReader(event)))
+		fmt.Println(w.Code, w.Header().Get("Idempotent-Replayed"), w.Body.String())
+	}
+	// Output:
+	// 200  {"handled":1}
+	// 200 true {"handled":1}
+	// 400  {"type":"https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-missing","title":"This request must carry an idempotency key","status":400}
+}

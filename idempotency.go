@@ -101,27 +101,14 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.next.ServeHTTP(w, r)
 		return
 	}
-	clientKey, err := httpx.ParseKeyHeader(r.Header, m.keyHeader)
-	switch {
-	case errors.Is(err, httpx.ErrKeyMissing):
-		if m.keyRequired {
-			m.writeProblem(w, r, problemKeyMissing)
-			m.decided(r, nil, OutcomeKeyMissing)
+	var c call
+	if m.keyFunc == nil {
+		var ok bool
+		if c.clientKey, ok = m.headerKey(w, r); !ok {
 			return
 		}
-		m.unprotected(w, r, nil, OutcomeKeyMissing)
-		return
-	case err != nil:
-		m.writeProblem(w, r, problemKeyInvalid)
-		m.decided(r, nil, OutcomeKeyInvalid)
-		return
-	case m.keyValid != nil && !m.keyValid(clientKey):
-		m.writeProblem(w, r, problemKeyRefused)
-		m.decided(r, nil, OutcomeKeyInvalid)
-		return
 	}
-
-	c := call{clientKey: clientKey}
+	var err error
 	c.body, err = readBody(r, m.maxBodyBytes)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
@@ -136,6 +123,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if m.readsRequest() && r.Body != http.NoBody {
 		r.Body = newBufferedBody(c.body) // a nil body (a request made in the process) reads as empty
+	}
+	if m.keyFunc != nil && !m.funcKey(w, r, &c) {
+		return
 	}
 	fingerprintBody := c.body
 	if m.canonicalJSON {
@@ -154,10 +144,10 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.claim(w, r, &c)
 }
 
-// readsRequest reports whether a user function (WithScope, WithRoute,
-// WithFingerprint) may read the body before the claim.
+// readsRequest reports whether a user function (WithKeyFunc, WithScope,
+// WithRoute, WithFingerprint) may read the body before the claim.
 func (m *middleware) readsRequest() bool {
-	return m.scope != nil || m.route != nil || m.fingerprint != nil
+	return m.keyFunc != nil || m.scope != nil || m.route != nil || m.fingerprint != nil
 }
 
 // setStrings sets c's storage key, fingerprint and owner token, in one

@@ -22,7 +22,8 @@ type config struct {
 	methods          map[string]bool
 	keyHeader        string // canonical
 	keyRequired      bool
-	keyValid         func(key string) bool // nil: every well-formed key
+	keyFunc          func(r *http.Request, body []byte) (string, error) // nil: the key header
+	keyValid         func(key string) bool                              // nil: every well-formed key
 	scope            func(*http.Request) string
 	scopeRequired    bool
 	record           func(r *http.Request, status int) bool
@@ -132,6 +133,19 @@ func WithKeyHeader(name string) Option {
 	}
 	name = http.CanonicalHeaderKey(name)
 	return func(c *config) { c.keyHeader = name }
+}
+
+// WithKeyFunc takes the key from the request and its body, read whole
+// (WithMaxBodyBytes), instead of a header: KeyFromJSONField reads a member of
+// a JSON body. It must not read r.Body or change body. A key of "" is
+// missing; an error, or a key that is not 1 to 255 bytes of printable ASCII,
+// gets 400 key-invalid. WithKeyValidator still applies. Defaults to the key
+// header.
+func WithKeyFunc(key func(r *http.Request, body []byte) (string, error)) Option {
+	if key == nil {
+		panic("idempotency: WithKeyFunc expects a non-nil function")
+	}
+	return func(c *config) { c.keyFunc = key }
 }
 
 // isToken reports whether s is an RFC 9110 token.

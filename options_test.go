@@ -180,6 +180,8 @@ func TestOptionsRefuseMisconfiguration(t *testing.T) {
 			"idempotency: WithRecordPolicy expects a non-nil function":  func() { idempotency.WithRecordPolicy(nil) },
 			"idempotency: WithProblemWriter expects a non-nil function": func() { idempotency.WithProblemWriter(nil) },
 			"idempotency: WithKeyValidator expects a non-nil function":  func() { idempotency.WithKeyValidator(nil) },
+			"idempotency: WithKeyFunc expects a non-nil function":       func() { idempotency.WithKeyFunc(nil) },
+			"idempotency: KeyFromJSONField expects a member name":       func() { idempotency.KeyFromJSONField("") },
 			`idempotency: WithKeyHeader: "" is not a header name`:       func() { idempotency.WithKeyHeader("") },
 			`idempotency: WithKeyHeader: "Idempotency Key" is not a header name`: func() {
 				idempotency.WithKeyHeader("Idempotency Key")

@@ -46,6 +46,14 @@ var (
 	problemKeyRefused = httpx.Problem{Type: ProblemKeyInvalid, Status: http.StatusBadRequest,
 		Title:  "The Idempotency-Key header is invalid",
 		Detail: "The key is not in the form this service accepts."}
+	problemKeyNotFound = httpx.Problem{Type: ProblemKeyMissing, Status: http.StatusBadRequest,
+		Title: "This request must carry an idempotency key"}
+	problemKeyUnreadable = httpx.Problem{Type: ProblemKeyInvalid, Status: http.StatusBadRequest,
+		Title:  "The request's idempotency key is invalid",
+		Detail: "The key this service reads from the request is malformed or not 1 to 255 printable ASCII characters."}
+	problemKeyFuncRefused = httpx.Problem{Type: ProblemKeyInvalid, Status: http.StatusBadRequest,
+		Title:  problemKeyUnreadable.Title,
+		Detail: problemKeyRefused.Detail}
 	problemScopeMissing = httpx.Problem{Type: ProblemScopeMissing, Status: http.StatusForbidden,
 		Title:  "This request must come from an identified caller",
 		Detail: "Authenticate to send a request with an Idempotency-Key here."}
@@ -74,13 +82,20 @@ var (
 )
 
 // writeProblem writes p through the problem writer, naming the configured key
-// header.
+// header, or "idempotency key" when a key function reads it.
 func (m *middleware) writeProblem(w http.ResponseWriter, r *http.Request, p httpx.Problem) {
-	if m.keyHeader != httpx.KeyHeader {
-		p.Title = strings.ReplaceAll(p.Title, httpx.KeyHeader, m.keyHeader)
-		p.Detail = strings.ReplaceAll(p.Detail, httpx.KeyHeader, m.keyHeader)
+	if name := m.keyName(); name != httpx.KeyHeader {
+		p.Title = strings.ReplaceAll(p.Title, httpx.KeyHeader, name)
+		p.Detail = strings.ReplaceAll(p.Detail, httpx.KeyHeader, name)
 	}
 	m.problemWriter(w, r, p)
+}
+
+func (m *middleware) keyName() string {
+	if m.keyFunc != nil {
+		return "idempotency key"
+	}
+	return m.keyHeader
 }
 
 // writeRetryableProblem adds Retry-After in whole seconds, rounded up.

@@ -17,7 +17,7 @@ type payment struct {
 }
 
 // ledger keeps the payments the service has made, each for the account
-// that made it. With a shared store it lives in that same backend, so every
+// that made it, and the webhook events it has processed. With a shared store it lives in that same backend, so every
 // worker process sees every payment.
 type ledger interface {
 	// Create records a new payment of account under an id from
@@ -29,6 +29,12 @@ type ledger interface {
 	// List returns account's payments, oldest first; an account without
 	// any gives an empty slice. It never returns another account's.
 	List(ctx context.Context, account string) ([]payment, error)
+	// CountEvent records one processing of the webhook event id and
+	// returns how many times it has been processed, this one included.
+	CountEvent(ctx context.Context, id string) (int, error)
+	// Events returns every processed event with its count, ordered by id;
+	// none gives an empty slice.
+	Events(ctx context.Context) ([]eventCount, error)
 }
 
 // opener opens one -store backend. It returns the idempotency store (nil

@@ -13,10 +13,10 @@ import (
 	pgstore "github.com/seed43327c4c/idempotency/store_postgres"
 )
 
-// paymentsSchema is the ledger's table, with an index for listing one
+// paymentsSchema is the ledger's tables: payments, with an index for listing one
 // account's payments and a unique ref per payment (Create); a table made
 // before payments had accounts or refs gets the columns, its old rows no
-// account and no ref. The idempotency table comes from pgstore's own schema
+// account and no ref; and webhook_events, each processed event's count. The idempotency table comes from pgstore's own schema
 // through Migrate.
 const paymentsSchema = `
 CREATE TABLE IF NOT EXISTS payments (
@@ -29,7 +29,11 @@ CREATE TABLE IF NOT EXISTS payments (
 ALTER TABLE payments ADD COLUMN IF NOT EXISTS account text NOT NULL DEFAULT '';
 ALTER TABLE payments ADD COLUMN IF NOT EXISTS ref text;
 CREATE INDEX IF NOT EXISTS payments_account ON payments (account, created_at, id);
-CREATE UNIQUE INDEX IF NOT EXISTS payments_ref ON payments (ref)`
+CREATE UNIQUE INDEX IF NOT EXISTS payments_ref ON payments (ref);
+CREATE TABLE IF NOT EXISTS webhook_events (
+    id    text    PRIMARY KEY,
+    count integer NOT NULL
+)`
 
 // openPostgres keeps records and payments in PostgreSQL at cfg.databaseURL,
 // in the tables idempotency_keys and payments of the connection's
@@ -98,26 +102,13 @@ type postgresLedger struct {
 }
 
 // Create inserts the payment unless ref has one, and returns ref's payment.
-// In transactional mode it goes through the
-// request's transaction (see pgstore.Tx), so that it commits only with the
-// request's idempotency record, and a request without one (which did not
-// pass the middleware) is refused: its payment would be unprotected.
-// Otherwise it goes through the pool.
 func (l *postgresLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
-	var db interface {
-		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-		QueryRow(context.Context, string, ...any) pgx.Row
-	} = l.pool
-	if l.inTx {
-		tx, ok := pgstore.Tx(ctx)
-		if !ok {
-			return payment{}, errors.New("recording payment: the request holds no idempotency transaction")
-		}
-		db = tx
-	}
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
-	_, err := db.Exec(ctx, `INSERT INTO payments (id, account, amount, currency, ref) VALUES ($1, $2, $3, $4, $5)
+	db, err := l.db(ctx)
+	if err == nil {
+		_, err = db.Exec(ctx, `INSERT INTO payments (id, account, amount, currency, ref) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (ref) DO NOTHING`, p.ID, account, p.Amount, p.Currency, ref)
+	}
 	if err == nil { // the row of ref, this one or the one recorded before
 		err = db.QueryRow(ctx, `SELECT id, amount, currency FROM payments WHERE ref = $1`, ref).Scan(&p.ID, &p.Amount, &p.Currency)
 	}
@@ -125,6 +116,51 @@ ON CONFLICT (ref) DO NOTHING`, p.ID, account, p.Amount, p.Currency, ref)
 		return payment{}, fmt.Errorf("recording payment: %w", err)
 	}
 	return p, nil
+}
+
+func (l *postgresLedger) CountEvent(ctx context.Context, id string) (int, error) {
+	var count int
+	db, err := l.db(ctx)
+	if err == nil {
+		err = db.QueryRow(ctx, `INSERT INTO webhook_events (id, count) VALUES ($1, 1)
+ON CONFLICT (id) DO UPDATE SET count = webhook_events.count + 1 RETURNING count`, id).Scan(&count)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("counting event: %w", err)
+	}
+	return count, nil
+}
+
+func (l *postgresLedger) Events(ctx context.Context) ([]eventCount, error) {
+	rows, err := l.pool.Query(ctx, `SELECT id, count FROM webhook_events ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[eventCount])
+	if err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	return append([]eventCount{}, events...), nil // [] for none
+}
+
+// db returns what the ledger writes through: in transactional mode the
+// request's transaction (see pgstore.Tx), so that a write commits only with
+// the request's idempotency record, and a request without one (which did
+// not pass the middleware) is refused: its write would be unprotected.
+// Otherwise the pool.
+func (l *postgresLedger) db(ctx context.Context) (interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, error,
+) {
+	if !l.inTx {
+		return l.pool, nil
+	}
+	tx, ok := pgstore.Tx(ctx)
+	if !ok {
+		return nil, errors.New("the request holds no idempotency transaction")
+	}
+	return tx, nil
 }
 
 func (l *postgresLedger) List(ctx context.Context, account string) ([]payment, error) {

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +32,10 @@ func paymentsKey(account string) string { return "example:payments:" + account }
 // refsKey returns the Redis hash that maps each ref of account's payments
 // to the payment's JSON.
 func refsKey(account string) string { return "example:payment-refs:" + account }
+
+// eventsKey is the Redis hash that maps each processed webhook event's id
+// to its count; it expires ledgerTTL after the last event.
+const eventsKey = "example:webhook-events"
 
 // openRedis keeps records with redisstore (under its default prefix,
 // "idempotency:") and payments in a list per account (paymentsKey, beside
@@ -136,14 +143,7 @@ func (l *redisLedger) Create(ctx context.Context, ref, account string, amount in
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
 	b, _ := json.Marshal(p) // strings and an int always encode
 	keys, args := []string{paymentsKey(account), refsKey(account)}, []any{ref, b, ledgerTTL.Milliseconds()}
-	reply, acks := l.record(ctx, recordPayment.EvalSha, keys, args)
-	if redis.HasErrorPrefix(reply.Err(), "NOSCRIPT") {
-		reply, acks = l.record(ctx, recordPayment.Eval, keys, args)
-	}
-	recorded, err := reply.Text()
-	if err == nil && acks < l.acks {
-		err = fmt.Errorf("%d of %d replicas acknowledged within %v", acks, l.acks, replicaAckTimeout)
-	}
+	recorded, err := l.runScript(ctx, recordPayment, keys, args).Text()
 	if err == nil {
 		err = json.Unmarshal([]byte(recorded), &p)
 	}
@@ -153,7 +153,52 @@ func (l *redisLedger) Create(ctx context.Context, ref, account string, amount in
 	return p, nil
 }
 
-// record runs recordPayment through run and, with acks, WAIT in the same
+// countEvent adds one to an event's count and gives the hash ledgerTTL.
+// KEYS[1] eventsKey; ARGV[1] the event's id, ARGV[2] the TTL in ms.
+// Returns the new count.
+var countEvent = redis.NewScript(`
+local count = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return count`)
+
+func (l *redisLedger) CountEvent(ctx context.Context, id string) (int, error) {
+	count, err := l.runScript(ctx, countEvent, []string{eventsKey}, []any{id, ledgerTTL.Milliseconds()}).Int()
+	if err != nil {
+		return 0, fmt.Errorf("counting event: %w", err)
+	}
+	return count, nil
+}
+
+func (l *redisLedger) Events(ctx context.Context) ([]eventCount, error) {
+	counts, err := l.client.HGetAll(ctx, eventsKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	events := []eventCount{}
+	for _, id := range slices.Sorted(maps.Keys(counts)) {
+		n, err := strconv.Atoi(counts[id])
+		if err != nil {
+			return nil, fmt.Errorf("listing events: %s: %w", id, err)
+		}
+		events = append(events, eventCount{ID: id, Count: n})
+	}
+	return events, nil
+}
+
+// runScript runs script, loading it if the server lacks it, and fails if
+// fewer than l.acks replicas acknowledged its writes.
+func (l *redisLedger) runScript(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
+	reply, acks := l.record(ctx, script.EvalSha, keys, args)
+	if redis.HasErrorPrefix(reply.Err(), "NOSCRIPT") {
+		reply, acks = l.record(ctx, script.Eval, keys, args)
+	}
+	if reply.Err() == nil && acks < l.acks {
+		reply.SetErr(fmt.Errorf("%d of %d replicas acknowledged within %v", acks, l.acks, replicaAckTimeout))
+	}
+	return reply
+}
+
+// record runs a script through run and, with acks, WAIT in the same
 // pipeline: WAIT counts the replicas that have its connection's writes.
 // It returns the script's reply and how many replicas acknowledged.
 func (l *redisLedger) record(ctx context.Context, run func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd,

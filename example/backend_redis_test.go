@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
 // TestRedisURLWithoutScheme: a -redis-url given as a bare address, as
@@ -34,6 +36,44 @@ func TestExampleStormRedis(t *testing.T) {
 	assert.Positive(t, res.conflicts, "no duplicate arrived while its first request was running")
 	assert.Equal(t, res.replays, replaysPerWorker(t, p.URL, slices.Collect(maps.Keys(res.workers))),
 		"each worker's idempotency_requests_total{idempotency_outcome=\"replayed\"} counts the replays its clients saw")
+}
+
+// TestExampleWebhookRedeliveriesRedis: 13 deliveries of one signed event,
+// 10 at once and 3 later, to four worker processes sharing one Redis: the
+// event is processed once, and every delivery gets the same 200. The same
+// id with another body then gets 422.
+func TestExampleWebhookRedeliveriesRedis(t *testing.T) {
+	rds := startPrivateRedis(t)
+	p := startExample(t, "-store", "redis", "-redis-url", rds.URL(), "-workers", "4", "-delay", "300ms",
+		"-webhook-secret", testWebhookSecret)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
+	event, sign := stripeEvent("evt_redelivered", "invoice.paid"), signedAt(testWebhookSecret, time.Now())
+	answers := make([]answer, 13)
+	errs := make([]error, 13)
+	storetest.Together(10, func(i int) { answers[i], errs[i] = tryDeliver(client, p.URL, event, sign) })
+	for i := 10; i < 13; i++ {
+		answers[i], errs[i] = tryDeliver(client, p.URL, event, sign)
+	}
+	workers, fresh := map[string]int{}, 0
+	for i, a := range answers {
+		require.NoError(t, errs[i], "delivery %d", i)
+		require.Equal(t, http.StatusOK, a.status, "delivery %d: %s", i, a.body)
+		require.Equal(t, answers[0].body, a.body, "delivery %d", i)
+		workers[a.header.Get("X-Worker-Pid")]++
+		if a.header.Get("Idempotent-Replayed") != "true" {
+			fresh++
+		}
+	}
+	assert.Equal(t, 1, fresh, "one delivery processed the event, the others were replayed")
+	assert.Contains(t, answers[0].body, `"times_processed":1`)
+	assert.Greater(t, len(workers), 1, "deliveries reached several workers: %v", workers)
+	assert.Equal(t, []eventCount{{ID: "evt_redelivered", Count: 1}}, listEvents(t, p.URL))
+	assert.Equal(t, 1, strings.Count(p.Log(), `msg="webhook event processed"`))
+
+	reused := deliver(t, client, p.URL, stripeEvent("evt_redelivered", "invoice.voided"), signedAt(testWebhookSecret, time.Now()))
+	assert.Equal(t, http.StatusUnprocessableEntity, reused.status, reused.body)
+	assert.Equal(t, []eventCount{{ID: "evt_redelivered", Count: 1}}, listEvents(t, p.URL))
+	t.Logf("13 deliveries answered by workers %v", workers)
 }
 
 // TestRedisLedgerKeysExpire: a payment gives both of its account's ledger

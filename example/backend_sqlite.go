@@ -9,9 +9,10 @@ import (
 	sqlitestore "github.com/seed43327c4c/idempotency/store_sqlite"
 )
 
-// sqlitePaymentsSchema is the ledger's table, with an index for listing
-// one account's payments in the order they were made (rowid order), and a
-// unique ref per payment (Create). The idempotency table comes from
+// sqlitePaymentsSchema is the ledger's tables: payments, with an index for
+// listing one account's payments in the order they were made (rowid order),
+// and a unique ref per payment (Create); and webhook_events, each processed
+// event's count. The idempotency table comes from
 // sqlitestore's own schema through Migrate.
 const sqlitePaymentsSchema = `
 CREATE TABLE IF NOT EXISTS payments (
@@ -21,7 +22,11 @@ CREATE TABLE IF NOT EXISTS payments (
     currency TEXT    NOT NULL,
     ref      TEXT
 );
-CREATE INDEX IF NOT EXISTS payments_account ON payments (account)`
+CREATE INDEX IF NOT EXISTS payments_account ON payments (account);
+CREATE TABLE IF NOT EXISTS webhook_events (
+    id    TEXT    PRIMARY KEY,
+    count INTEGER NOT NULL
+)`
 
 // openSQLite keeps records and payments in the SQLite file cfg.sqlitePath,
 // in the tables idempotency_keys and payments, which every worker of this
@@ -125,4 +130,34 @@ func (l *sqliteLedger) List(ctx context.Context, account string) ([]payment, err
 		return nil, fmt.Errorf("listing payments: %w", err)
 	}
 	return payments, nil
+}
+
+func (l *sqliteLedger) CountEvent(ctx context.Context, id string) (int, error) {
+	var count int
+	err := l.db.QueryRowContext(ctx, `INSERT INTO webhook_events (id, count) VALUES (?, 1)
+ON CONFLICT (id) DO UPDATE SET count = count + 1 RETURNING count`, id).Scan(&count)
+	if err != nil {
+		return 0, fmt.Errorf("counting event: %w", err)
+	}
+	return count, nil
+}
+
+func (l *sqliteLedger) Events(ctx context.Context) ([]eventCount, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT id, count FROM webhook_events ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	defer rows.Close()
+	events := []eventCount{}
+	for rows.Next() {
+		var e eventCount
+		if err := rows.Scan(&e.ID, &e.Count); err != nil {
+			return nil, fmt.Errorf("listing events: %w", err)
+		}
+		events = append(events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	return events, nil
 }

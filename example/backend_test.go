@@ -90,6 +90,37 @@ func TestLedgerWriteRepeated(t *testing.T) {
 	}
 }
 
+// TestLedgerCountEvent: each backend counts every processing of an event,
+// many at once included, and lists the events by id.
+func TestLedgerCountEvent(t *testing.T) {
+	for _, backend := range []string{"memory", "sqlite", "postgres", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			led, _, _ := ledgerUnderTest(t, backend)
+			ctx := t.Context()
+			empty, err := led.Events(ctx)
+			require.NoError(t, err)
+			require.Equal(t, []eventCount{}, empty)
+			counts := make([]int, 10)
+			var wg sync.WaitGroup
+			for i := range counts {
+				wg.Go(func() {
+					n, err := led.CountEvent(ctx, "evt_b")
+					assert.NoError(t, err)
+					counts[i] = n
+				})
+			}
+			wg.Wait()
+			assert.ElementsMatch(t, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, counts, "each processing counted once")
+			n, err := led.CountEvent(ctx, "evt_a")
+			require.NoError(t, err)
+			assert.Equal(t, 1, n)
+			events, err := led.Events(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, []eventCount{{ID: "evt_a", Count: 1}, {ID: "evt_b", Count: 10}}, events)
+		})
+	}
+}
+
 // ledgerUnderTest opens backend's ledger, on its real server, and returns
 // it with an account of its own and that account's payments from before
 // refs. Everything it writes is removed when the test ends.

@@ -25,6 +25,7 @@ type config struct {
 	workers        int
 	lease          time.Duration
 	postgresTx     bool
+	webhookSecret  []byte // nil: no -webhook-secret
 }
 
 // parseFlags reads the command line. getenv supplies the defaults of
@@ -45,10 +46,17 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&c.replicaAcks, "redis-replica-acks", 0, "with -store redis, make every write wait up to 5s for this many replicas to acknowledge it, and fail if fewer do (0: do not wait)")
 	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL for -store postgres (default $DATABASE_URL)")
 	fs.StringVar(&c.sqlitePath, "sqlite-path", "idempotency.db", "SQLite database file for -store sqlite, created if missing; on a local disk of this host")
-	fs.DurationVar(&c.delay, "delay", 0, "extra time each payment takes after it is recorded, such as a slow receipt call")
+	fs.DurationVar(&c.delay, "delay", 0, "extra time each payment and webhook event takes after it is recorded, such as a slow receipt call")
 	fs.IntVar(&c.workers, "workers", 1, "number of worker processes sharing the port through SO_REUSEPORT (Linux only above 1)")
 	fs.DurationVar(&c.lease, "lease", 30*time.Second, "how long a claim holds a key before another worker may take it over if its owner died")
 	fs.BoolVar(&c.postgresTx, "postgres-tx", true, "with -store postgres, run each payment in the transaction of its idempotency record (false: the plain Postgres store, with leases)")
+	fs.Func("webhook-secret", "check the Stripe-Signature of every POST /webhooks with this secret (whsec_...), refusing unsigned events with 400 (default: not checked)", func(v string) error {
+		if v == "" {
+			return errors.New("want a non-empty secret")
+		}
+		c.webhookSecret = []byte(v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}

@@ -32,10 +32,14 @@ func TestFlagsDefaults(t *testing.T) {
 
 func TestFlagsSet(t *testing.T) {
 	cfg, err := parseFlags([]string{"-addr", "127.0.0.1:9000", "-store", "redis", "-redis-url", "redis://r",
-		"-delay", "300ms", "-workers", "4", "-lease", "2s", "-postgres-tx=false", "-sqlite-path", "/var/lib/x.db"}, env(nil))
+		"-delay", "300ms", "-workers", "4", "-lease", "2s", "-postgres-tx=false", "-sqlite-path", "/var/lib/x.db",
+		"-webhook-secret", "whsec_1"}, env(nil))
 	require.NoError(t, err)
 	assert.Equal(t, config{addr: "127.0.0.1:9000", store: "redis", redisURL: "redis://r", sqlitePath: "/var/lib/x.db",
-		delay: 300 * time.Millisecond, workers: 4, lease: 2 * time.Second, postgresTx: false}, cfg)
+		delay: 300 * time.Millisecond, workers: 4, lease: 2 * time.Second, postgresTx: false,
+		webhookSecret: []byte("whsec_1")}, cfg)
+	_, err = parseFlags([]string{"-webhook-secret", ""}, env(nil))
+	require.ErrorContains(t, err, "want a non-empty secret")
 }
 
 // TestFlagsRedisSentinel: -redis-sentinel gives the master's name and

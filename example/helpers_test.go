@@ -105,7 +105,7 @@ func newTestAPI(t *testing.T, led ledger) *testAPI {
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	a := &api{ledger: led, log: logger}
-	srv := httptest.NewServer(a.routes(newMiddleware(nil, 30*time.Second, logger)))
+	srv := httptest.NewServer(a.routes(newMiddleware(nil, 30*time.Second, logger), newWebhookMiddleware(nil, 30*time.Second, logger)))
 	t.Cleanup(srv.Close)
 	return &testAPI{url: srv.URL, led: led, logs: logs}
 }
@@ -338,16 +338,23 @@ func postUntilDone(client *http.Client, baseURL, key, body string) (stormRespons
 // listPayments returns GET /payments, testAccount's payments.
 func listPayments(t testing.TB, client *http.Client, baseURL string) []payment {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, baseURL+"/payments", nil)
+	return getList[payment](t, client, baseURL+"/payments", testAccount)
+}
+
+// getList returns the JSON array that GET url answers with 200, sent as
+// the caller with API key account ("": no credentials).
+func getList[T any](t testing.TB, client *http.Client, url, account string) []T {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	require.NoError(t, err)
-	asCaller(req, testAccount)
+	asCaller(req, account)
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var payments []payment
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&payments))
-	return payments
+	var list []T
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	return list
 }
 
 // providerKeys returns the provider_key of every "payment made" line of

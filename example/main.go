@@ -1,6 +1,7 @@
 // Command example is a small payments service protected by the idempotency
 // middleware. A duplicated POST /payments is answered with the stored
-// response of the first one instead of charging twice.
+// response of the first one instead of charging twice, and a redelivered
+// POST /webhooks event, keyed by its id, is processed once.
 //
 //	go run ./example
 //	go run ./example -store redis -workers 4

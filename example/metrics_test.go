@@ -22,7 +22,9 @@ func TestMetrics(t *testing.T) {
 	m, err := newMetrics()
 	require.NoError(t, err)
 	a := &api{ledger: &memoryLedger{}, log: slog.New(slog.DiscardHandler)}
-	srv := httptest.NewServer(withMetrics(m, a.routes(newMiddleware(nil, 30*time.Second, a.log, idempotency.WithObserver(m.observer)))))
+	observe := idempotency.WithObserver(m.observer)
+	srv := httptest.NewServer(withMetrics(m, a.routes(newMiddleware(nil, 30*time.Second, a.log, observe),
+		newWebhookMiddleware(nil, 30*time.Second, a.log, observe))))
 	t.Cleanup(srv.Close)
 
 	for range 3 {

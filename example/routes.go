@@ -15,23 +15,31 @@ import (
 
 // api holds what the handlers need.
 type api struct {
-	ledger ledger
-	delay  time.Duration
-	log    *slog.Logger
+	ledger        ledger
+	delay         time.Duration
+	log           *slog.Logger
+	webhookSecret []byte // nil: webhook signatures are not checked
 }
 
-// routes returns the service's router. Every route needs an account
-// (requireAccount); the POST routes go through idem, the idempotency
-// middleware, while reads need no protection.
-func (a *api) routes(idem func(http.Handler) http.Handler) http.Handler {
+// routes returns the service's router. Every route but /webhooks needs an
+// account (requireAccount); the POST routes go through idem, the
+// idempotency middleware, while reads need no protection. POST /webhooks
+// goes through webhookIdem, after the signature check when a secret is set.
+func (a *api) routes(idem, webhookIdem func(http.Handler) http.Handler) http.Handler {
 	r := chi.NewRouter()
-	r.Use(workerPid, requireAccount)
-	r.Get("/payments", a.listPayments)
-	r.Get("/payments/{id}", a.getPayment)
+	r.Use(workerPid)
+	var receive http.Handler = webhookIdem(http.HandlerFunc(a.receiveWebhook))
+	if a.webhookSecret != nil {
+		receive = verifySignature(a.webhookSecret, time.Now, receive)
+	}
+	r.Method(http.MethodPost, "/webhooks", receive)
+	r.Get("/webhooks", a.listWebhooks)
 	r.Group(func(r chi.Router) {
-		r.Use(idem)
-		r.Post("/payments", a.createPayment)
-		r.Post("/emails", a.sendEmail)
+		r.Use(requireAccount)
+		r.Get("/payments", a.listPayments)
+		r.Get("/payments/{id}", a.getPayment)
+		r.With(idem).Post("/payments", a.createPayment)
+		r.With(idem).Post("/emails", a.sendEmail)
 	})
 	return r
 }

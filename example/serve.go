@@ -40,9 +40,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer func() { _ = m.shutdown(context.Background()) }()
-	a := &api{ledger: led, delay: cfg.delay, log: logger}
+	a := &api{ledger: led, delay: cfg.delay, log: logger, webhookSecret: cfg.webhookSecret}
+	observe := idempotency.WithObserver(m.observer)
 	srv := &http.Server{
-		Handler: withMetrics(m, a.routes(newMiddleware(st, cfg.lease, logger, idempotency.WithObserver(m.observer)))),
+		Handler: withMetrics(m, a.routes(newMiddleware(st, cfg.lease, logger, observe),
+			newWebhookMiddleware(st, cfg.lease, logger, observe))),
 		// A client gets this long to send its request line and headers,
 		// so connections that open and then send nothing do not pile up.
 		ReadHeaderTimeout: 10 * time.Second,

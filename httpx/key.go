@@ -54,6 +54,21 @@ func ParseKeyHeader(h http.Header, name string) (string, error) {
 	return v, nil
 }
 
+// ValidKey reports whether key is one the header could carry, unquoted:
+// 1..MaxKeyLen bytes of 0x20..0x7E. Keys taken from elsewhere than the
+// header (a request body) are held to it.
+func ValidKey(key string) bool {
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7E {
+			return false
+		}
+	}
+	return true
+}
+
 // parseQuotedKey returns the content of v, an RFC 8941 sf-string ending at
 // the end of v, unescaped.
 func parseQuotedKey(v string) (string, error) {

@@ -42,6 +42,7 @@ func FuzzParseKey(f *testing.F) {
 			require.GreaterOrEqual(t, len(key), 1)
 			require.LessOrEqual(t, len(key), MaxKeyLen)
 			require.True(t, onlyBytesIn(key, 0x20, 0x7E), "key %q", key)
+			require.True(t, ValidKey(key), "a parsed key is valid: %q", key)
 			trimmed := strings.Trim(v, " \t")
 			if !strings.HasPrefix(trimmed, `"`) {
 				require.Equal(t, trimmed, key, "a bare key is the value itself")

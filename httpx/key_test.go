@@ -95,6 +95,30 @@ func visibleASCII() string {
 	return b.String()
 }
 
+func TestValidKey(t *testing.T) {
+	longest := strings.Repeat("k", MaxKeyLen)
+	for _, tc := range []struct {
+		key   string
+		valid bool
+	}{
+		{"evt_1NG8Du2eZvKYlo2CUI79vXWy", true},
+		{"a", true},
+		{longest, true},
+		{" a b ", true}, // what the quoted form carries
+		{visibleASCII(), true},
+		{"", false},
+		{longest + "k", false},
+		{"a\tb", false},
+		{"a\nb", false},
+		{"a\x7fb", false},
+		{"clé", false},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			assert.Equal(t, tc.valid, ValidKey(tc.key))
+		})
+	}
+}
+
 func TestParseKeyHeaderLines(t *testing.T) {
 	_, err := ParseKey(http.Header{})
 	assert.ErrorIs(t, err, ErrKeyMissing)
