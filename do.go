@@ -44,11 +44,15 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 	}
 	cfg.storeTimeout = storeTimeout(s, cfg.storeTimeout, cfg.lease, "DoStoreTimeout", "DoLease")
 	j := job{cfg: &cfg, store: s, clientKey: key, key: doStorageKey(key), token: newToken(), fn: fn}
+	if cfg.observer.Job != nil {
+		defer j.observed(ctx) // a panic of fn too
+	}
 	result, err, done := j.try(ctx)
 	switch {
 	case done:
 		return result, err
 	case cfg.wait == 0:
+		j.outcome = OutcomeKeyInFlight
 		return nil, ErrInFlight
 	}
 	return j.wait(ctx)
@@ -74,6 +78,7 @@ type job struct {
 	key       string // storage key
 	token     string
 	fn        func(ctx context.Context) ([]byte, error)
+	observation
 }
 
 // try claims the key and runs fn, or answers from the record; done is false
@@ -88,12 +93,13 @@ func (j *job) try(ctx context.Context) (result []byte, err error, done bool) {
 	deadline.end()
 	switch {
 	case err != nil:
+		j.outcome = OutcomeStoreUnavailable
 		return nil, fmt.Errorf("idempotency: claim: %w", err), true
 	case claimed:
 		result, err = j.run(ctx, rec.Owner, claimedAt)
 		return result, err, true
 	default:
-		return stored(rec)
+		return j.stored(rec)
 	}
 }
 
@@ -103,12 +109,13 @@ func (j *job) tryInTx(ctx context.Context, ts store.TxStore) (result []byte, err
 	tx, err = deadline.keepTx(tx, err)
 	switch {
 	case err != nil:
+		j.outcome = OutcomeStoreUnavailable
 		return nil, fmt.Errorf("idempotency: claim in transaction: %w", err), true
 	case tx != nil:
 		result, err = j.runInTx(ctx, txCtx, rec.Owner, tx)
 		return result, err, true
 	default:
-		return stored(rec)
+		return j.stored(rec)
 	}
 }
 
@@ -118,7 +125,11 @@ func (j *job) wait(ctx context.Context) ([]byte, error) {
 	var result []byte
 	var err error
 	try := func() (done bool) { result, err, done = j.try(ctx); return done }
-	switch waitPolls.poll(ctx, j.cfg.wait, j.store, j.cfg.storeTimeout, j.key, try) {
+	end := waitPolls.poll(ctx, j.cfg.wait, j.store, j.cfg.storeTimeout, j.key, try)
+	if end != polledDone {
+		j.outcome = OutcomeKeyInFlight
+	}
+	switch end {
 	case polledDone:
 		return result, err
 	case polledInterrupted:
@@ -129,16 +140,18 @@ func (j *job) wait(ctx context.Context) ([]byte, error) {
 }
 
 // stored returns the outcome kept in rec; done is false if in flight.
-func stored(rec store.Record) (result []byte, err error, done bool) {
+func (j *job) stored(rec store.Record) (result []byte, err error, done bool) {
 	switch {
 	case rec.State == store.StateInFlight:
 		return nil, nil, false
 	case rec.State == store.StateCompleted && rec.Response != nil:
+		j.outcome = OutcomeReplayed
 		if rec.Response.Status == doFinalStatus {
 			return nil, Final(errors.New(string(rec.Response.Body))), true
 		}
 		return bytes.Clone(rec.Response.Body), nil, true // the caller's own, not the store's
 	default:
+		j.outcome = OutcomeNotReplayable
 		return nil, ErrNotStored, true
 	}
 }
