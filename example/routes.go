@@ -15,19 +15,23 @@ import (
 
 // api holds what the handlers need.
 type api struct {
-	ledger ledger
-	delay  time.Duration
-	log    *slog.Logger
+	ledger      ledger
+	delay       time.Duration
+	log         *slog.Logger
+	jobs        store.Store          // where Do keeps the receipts it sends
+	jobObserver idempotency.Observer // told of each receipt's Do
 }
 
 // routes returns the service's router. Every route needs an account
 // (requireAccount); the POST routes go through idem, the idempotency
-// middleware, while reads need no protection.
+// middleware, while reads need no protection, and a receipt is protected
+// by idempotency.Do, keyed by its payment.
 func (a *api) routes(idem func(http.Handler) http.Handler) http.Handler {
 	r := chi.NewRouter()
 	r.Use(workerPid, requireAccount)
 	r.Get("/payments", a.listPayments)
 	r.Get("/payments/{id}", a.getPayment)
+	r.Post("/payments/{id}/receipt", a.sendReceipt)
 	r.Group(func(r chi.Router) {
 		r.Use(idem)
 		r.Post("/payments", a.createPayment)
