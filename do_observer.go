@@ -12,7 +12,7 @@ import (
 // and how long fn ran, o.Lease of each renewal of fn's lease; the other
 // functions are the middleware's. Defaults to none.
 func DoObserver(o Observer) DoOption {
-	return func(c *doConfig) { c.observer = o }
+	return func(c *doConfig) { c.observer = &o }
 }
 
 // JobEvent is one call of Do. Its Outcome is one of:
@@ -37,15 +37,21 @@ type observation struct {
 	took    time.Duration
 }
 
+func (j *job) decided(outcome Outcome) {
+	if j.observation != nil {
+		j.outcome = outcome
+	}
+}
+
 func (j *job) fnStart() time.Time {
-	if j.cfg.observer.Job == nil {
+	if j.observation == nil {
 		return time.Time{}
 	}
 	return time.Now()
 }
 
 func (j *job) fnReturned(started time.Time) {
-	if j.cfg.observer.Job != nil {
+	if j.observation != nil {
 		j.ran, j.took = true, time.Since(started)
 	}
 }
@@ -67,7 +73,7 @@ func (j *job) observed(ctx context.Context) {
 }
 
 func (r *jobRun) renewalDone(ctx context.Context, _ time.Duration, err error) {
-	if lease := r.j.cfg.observer.Lease; lease != nil {
-		lease(ctx, LeaseEvent{Result: leaseResult(err), Err: err})
+	if o := r.j.cfg.observer; o != nil && o.Lease != nil {
+		o.Lease(ctx, LeaseEvent{Result: leaseResult(err), Err: err})
 	}
 }

@@ -16,7 +16,7 @@ type doConfig struct {
 	storeTimeout  time.Duration // set by Do (see storeTimeout)
 	wait          time.Duration
 	errorHandler  func(ctx context.Context, err error) // nil: logged by slog.Default
-	observer      Observer
+	observer      *Observer
 }
 
 func defaultDoConfig() doConfig {

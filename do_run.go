@@ -35,7 +35,7 @@ func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) (
 	defer func() {
 		if !decided { // fn panicked
 			j.fnReturned(started)
-			j.outcome = OutcomeReleased
+			j.decided(OutcomeReleased)
 			stopDoLease(keeper, &r.lease)
 			r.release(owner)
 		}
@@ -47,7 +47,7 @@ func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) (
 
 	resp := outcome(&r.ctx, result, err)
 	if resp == nil {
-		j.outcome = OutcomeReleased
+		j.decided(OutcomeReleased)
 		r.release(owner)
 		if errors.Is(context.Cause(fnCtx), ErrLeaseLost) {
 			return nil, errors.Join(ErrLeaseLost, err)
@@ -59,7 +59,7 @@ func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) (
 		return j.store.Complete(ctx, j.key, owner, resp, j.cfg.retention)
 	})
 	rctx.stop()
-	j.outcome = recordedOutcome(cerr)
+	j.decided(recordedOutcome(cerr))
 	switch {
 	case errors.Is(cerr, store.ErrNotOwner):
 		return nil, fmt.Errorf("%w: complete: %w", ErrLeaseLost, cerr)
@@ -100,7 +100,7 @@ func (j *job) runInTx(ctx, txCtx context.Context, owner store.Lease, tx store.Tx
 	defer func() {
 		if !decided { // fn panicked
 			j.fnReturned(started)
-			j.outcome = OutcomeReleased
+			j.decided(OutcomeReleased)
 			j.rollback(ctx, tx)
 		}
 	}()
@@ -110,14 +110,14 @@ func (j *job) runInTx(ctx, txCtx context.Context, owner store.Lease, tx store.Tx
 
 	resp := outcome(fnCtx, result, err)
 	if resp == nil {
-		j.outcome = OutcomeReleased
+		j.decided(OutcomeReleased)
 		j.rollback(ctx, tx)
 		return result, err
 	}
 	rctx := j.recordContext(ctx)
 	defer rctx.stop()
 	cerr := tx.Commit(rctx, resp, j.cfg.retention)
-	j.outcome = recordedOutcome(cerr)
+	j.decided(recordedOutcome(cerr))
 	if cerr != nil {
 		return nil, fmt.Errorf("idempotency: commit: %w", cerr)
 	}
