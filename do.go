@@ -73,12 +73,12 @@ const (
 )
 
 type job struct {
-	cfg       *doConfig
-	store     store.Store
-	clientKey string
-	key       string // storage key
-	token     string
-	fn        func(ctx context.Context) ([]byte, error)
+	cfg          *doConfig
+	store        store.Store
+	clientKey    string
+	key          string // storage key
+	token        string
+	fn           func(ctx context.Context) ([]byte, error)
 	*observation // nil: no observer
 }
 
