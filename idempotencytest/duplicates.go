@@ -53,7 +53,8 @@ func RequireIdempotent(t testing.TB, h http.Handler, req *http.Request, n int, o
 		}
 	}
 	if runs != 1 {
-		t.Errorf("idempotencytest: the handler ran %d times for %d duplicates, want once (answers not marked Idempotent-Replayed)", runs, n)
+		t.Errorf("idempotencytest: the handler ran %d times for %d duplicates, want once (answers not marked Idempotent-Replayed; the first: %d)",
+			runs, n, first.Code)
 	}
 	if reused := send(h, req, []byte(otherBody)); reused.Code != http.StatusUnprocessableEntity {
 		t.Errorf("idempotencytest: the same key with another body got %d, want 422", reused.Code)
