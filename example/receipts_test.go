@@ -43,3 +43,20 @@ func TestReceipts(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, ta.postAs(t, "sk_test_bob", path, "", "").status)
 	require.Equal(t, http.StatusNotFound, ta.post(t, "/payments/pay_none/receipt", "", "").status)
 }
+
+// TestReceiptsInMetrics: the example on Redis, as a process of its own,
+// counts the receipts' jobs by outcome in GET /metrics: the first request
+// for a receipt executed, the others replayed.
+func TestReceiptsInMetrics(t *testing.T) {
+	p := startExample(t, "-store", "redis", "-redis-url", redisURL(t))
+	_, body := postOnce(t, p.URL, "receipt-metrics")
+	var paid payment
+	require.NoError(t, json.Unmarshal([]byte(body), &paid))
+	for range 3 {
+		req, err := http.NewRequest(http.MethodPost, p.URL+"/payments/"+paid.ID+"/receipt", nil)
+		require.NoError(t, err)
+		asCaller(req, testAccount)
+		require.Equal(t, http.StatusOK, do(t, req).status)
+	}
+	require.Equal(t, map[string]int{"executed": 1, "replayed": 2}, scrape(t, http.DefaultClient, p.URL).jobs)
+}
