@@ -41,7 +41,8 @@ func WithObservedKeys() Option {
 	return func(c *config) { c.observeKeys = true }
 }
 
-// Outcome is what the middleware decided for a request.
+// Outcome is what the middleware decided for a request, or Do for a call
+// (JobEvent lists the outcomes of Do).
 type Outcome string
 
 const (
