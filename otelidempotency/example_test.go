@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed43327c4c/idempotency"
 	"github.com/seed43327c4c/idempotency/otelidempotency"
+	"github.com/seed43327c4c/idempotency/store"
 )
 
 // ExampleNew counts a request and its replay. A service passes its own
@@ -32,6 +33,34 @@ func ExampleNew() {
 	_ = reader.Collect(context.Background(), &rm)
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		if m.Name != "idempotency.requests" {
+			continue
+		}
+		for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+			outcome, _ := p.Attributes.Value("idempotency.outcome")
+			fmt.Println(outcome.AsString(), p.Value)
+		}
+	}
+	// Unordered output:
+	// executed 1
+	// replayed 1
+}
+
+// ExampleNew_jobs counts a job and its redelivery: the observer given to
+// Do as to the middleware.
+func ExampleNew_jobs() {
+	reader := sdkmetric.NewManualReader()
+	obs := otelidempotency.New(otelidempotency.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	st := store.NewMemory()
+	for range 2 {
+		_, _ = idempotency.Do(context.Background(), st, "receipt:42", func(context.Context) ([]byte, error) {
+			return []byte("sent"), nil
+		}, idempotency.DoObserver(obs))
+	}
+
+	var rm metricdata.ResourceMetrics
+	_ = reader.Collect(context.Background(), &rm)
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name != "idempotency.jobs" {
 			continue
 		}
 		for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
