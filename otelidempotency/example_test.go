@@ -29,17 +29,7 @@ func ExampleNew() {
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
 
-	var rm metricdata.ResourceMetrics
-	_ = reader.Collect(context.Background(), &rm)
-	for _, m := range rm.ScopeMetrics[0].Metrics {
-		if m.Name != "idempotency.requests" {
-			continue
-		}
-		for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
-			outcome, _ := p.Attributes.Value("idempotency.outcome")
-			fmt.Println(outcome.AsString(), p.Value)
-		}
-	}
+	printCounts(reader, "idempotency.requests")
 	// Unordered output:
 	// executed 1
 	// replayed 1
@@ -57,10 +47,19 @@ func ExampleNew_jobs() {
 		}, idempotency.DoObserver(obs))
 	}
 
+	printCounts(reader, "idempotency.jobs")
+	// Unordered output:
+	// executed 1
+	// replayed 1
+}
+
+// printCounts prints the counter name's values by outcome, as reader
+// collects them.
+func printCounts(reader *sdkmetric.ManualReader, name string) {
 	var rm metricdata.ResourceMetrics
 	_ = reader.Collect(context.Background(), &rm)
 	for _, m := range rm.ScopeMetrics[0].Metrics {
-		if m.Name != "idempotency.jobs" {
+		if m.Name != name {
 			continue
 		}
 		for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
@@ -68,7 +67,4 @@ func ExampleNew_jobs() {
 			fmt.Println(outcome.AsString(), p.Value)
 		}
 	}
-	// Unordered output:
-	// executed 1
-	// replayed 1
 }
