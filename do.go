@@ -48,11 +48,16 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 	}
 	cfg.storeTimeout = storeTimeout(s, cfg.storeTimeout, cfg.lease, "DoStoreTimeout", "DoLease")
 	j := job{cfg: &cfg, store: s, clientKey: key, key: doStorageKey(cfg.scope, key), token: newToken(), fn: fn}
+	if cfg.observer != nil && cfg.observer.Job != nil {
+		j.observation = &observation{}
+		defer j.observed(ctx) // a panic of fn too
+	}
 	result, err, done := j.try(ctx)
 	switch {
 	case done:
 		return result, err
 	case cfg.wait == 0:
+		j.decided(OutcomeKeyInFlight)
 		return nil, ErrInFlight
 	}
 	return j.wait(ctx)
@@ -70,12 +75,13 @@ const (
 )
 
 type job struct {
-	cfg       *doConfig
-	store     store.Store
-	clientKey string
-	key       string // storage key
-	token     string
-	fn        func(ctx context.Context) ([]byte, error)
+	cfg          *doConfig
+	store        store.Store
+	clientKey    string
+	key          string // storage key
+	token        string
+	fn           func(ctx context.Context) ([]byte, error)
+	*observation // nil: no observer
 }
 
 // try claims the key and runs fn, or answers from the record; done is false
@@ -90,6 +96,7 @@ func (j *job) try(ctx context.Context) (result []byte, err error, done bool) {
 	deadline.end()
 	switch {
 	case err != nil:
+		j.decided(OutcomeStoreUnavailable)
 		return nil, fmt.Errorf("idempotency: claim: %w", err), true
 	case claimed:
 		result, err = j.run(ctx, rec.Owner, claimedAt)
@@ -105,6 +112,7 @@ func (j *job) tryInTx(ctx context.Context, ts store.TxStore) (result []byte, err
 	tx, err = deadline.keepTx(tx, err)
 	switch {
 	case err != nil:
+		j.decided(OutcomeStoreUnavailable)
 		return nil, fmt.Errorf("idempotency: claim in transaction: %w", err), true
 	case tx != nil:
 		result, err = j.runInTx(ctx, txCtx, rec.Owner, tx)
@@ -120,7 +128,11 @@ func (j *job) wait(ctx context.Context) ([]byte, error) {
 	var result []byte
 	var err error
 	try := func() (done bool) { result, err, done = j.try(ctx); return done }
-	switch waitPolls.poll(ctx, j.cfg.wait, j.store, j.cfg.storeTimeout, j.key, try) {
+	end := waitPolls.poll(ctx, j.cfg.wait, j.store, j.cfg.storeTimeout, j.key, try)
+	if end != polledDone {
+		j.decided(OutcomeKeyInFlight)
+	}
+	switch end {
 	case polledDone:
 		return result, err
 	case polledInterrupted:
@@ -138,11 +150,13 @@ func (j *job) stored(rec store.Record) (result []byte, err error, done bool) {
 	case rec.State == store.StateInFlight:
 		return nil, nil, false
 	case rec.State == store.StateCompleted && rec.Response != nil:
+		j.decided(OutcomeReplayed)
 		if rec.Response.Status == doFinalStatus {
 			return nil, Final(errors.New(string(rec.Response.Body))), true
 		}
 		return bytes.Clone(rec.Response.Body), nil, true // the caller's own, not the store's
 	default:
+		j.decided(OutcomeNotReplayable)
 		return nil, ErrNotStored, true
 	}
 }

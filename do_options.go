@@ -18,6 +18,7 @@ type doConfig struct {
 	fingerprint   string
 	scope         string
 	errorHandler  func(ctx context.Context, err error) // nil: logged by slog.Default
+	observer      *Observer
 }
 
 func defaultDoConfig() doConfig {

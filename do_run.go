@@ -31,18 +31,23 @@ func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) (
 	r.ctx = callContext{Context: fnCtx, c: &r.c}
 	keeper := keepDoLease(j.cfg.lease, &r.lease, r, j.store, j.key, owner, claimedAt)
 	decided := false
+	started := j.fnStart()
 	defer func() {
 		if !decided { // fn panicked
+			j.fnReturned(started)
+			j.decided(OutcomeReleased)
 			stopDoLease(keeper, &r.lease)
 			r.release(owner)
 		}
 	}()
 	result, err := j.fn(&r.ctx)
 	decided = true
+	j.fnReturned(started)
 	stopDoLease(keeper, &r.lease)
 
 	resp := outcome(&r.ctx, result, err)
 	if resp == nil {
+		j.decided(OutcomeReleased)
 		r.release(owner)
 		if errors.Is(context.Cause(fnCtx), ErrLeaseLost) {
 			return nil, errors.Join(ErrLeaseLost, err)
@@ -54,6 +59,7 @@ func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) (
 		return j.store.Complete(ctx, j.key, owner, resp, j.cfg.retention)
 	})
 	rctx.stop()
+	j.decided(recordedOutcome(cerr))
 	switch {
 	case errors.Is(cerr, store.ErrNotOwner):
 		return nil, fmt.Errorf("%w: complete: %w", ErrLeaseLost, cerr)
@@ -90,22 +96,29 @@ func (r *jobRun) renewalFailed(err error) {
 func (j *job) runInTx(ctx, txCtx context.Context, owner store.Lease, tx store.Tx) ([]byte, error) {
 	fnCtx := &callContext{Context: txCtx, c: &call{key: j.key, clientKey: j.clientKey, fence: owner.Fence}}
 	decided := false
+	started := j.fnStart()
 	defer func() {
 		if !decided { // fn panicked
+			j.fnReturned(started)
+			j.decided(OutcomeReleased)
 			j.rollback(ctx, tx)
 		}
 	}()
 	result, err := j.fn(fnCtx)
 	decided = true
+	j.fnReturned(started)
 
 	resp := outcome(fnCtx, result, err)
 	if resp == nil {
+		j.decided(OutcomeReleased)
 		j.rollback(ctx, tx)
 		return result, err
 	}
 	rctx := j.recordContext(ctx)
 	defer rctx.stop()
-	if cerr := tx.Commit(rctx, resp, j.cfg.retention); cerr != nil {
+	cerr := tx.Commit(rctx, resp, j.cfg.retention)
+	j.decided(recordedOutcome(cerr))
+	if cerr != nil {
 		return nil, fmt.Errorf("idempotency: commit: %w", cerr)
 	}
 	return result, err

@@ -25,6 +25,8 @@ type Observer struct {
 	Lease func(ctx context.Context, e LeaseEvent)
 	// Wait is told how each wait for an in-flight key ended.
 	Wait func(ctx context.Context, e WaitEvent)
+	// Job is told of each call of Do given the observer (DoObserver).
+	Job func(ctx context.Context, e JobEvent)
 }
 
 // WithObserver sets the observer. No key or scope reaches it without
@@ -39,7 +41,8 @@ func WithObservedKeys() Option {
 	return func(c *config) { c.observeKeys = true }
 }
 
-// Outcome is what the middleware decided for a request.
+// Outcome is what the middleware decided for a request, or Do for a call
+// (JobEvent lists the outcomes of Do).
 type Outcome string
 
 const (
@@ -220,15 +223,18 @@ func (h *requestLease) renewalDone(ctx context.Context, took time.Duration, err 
 	if m.observer.StoreCall != nil {
 		m.observer.StoreCall(ctx, StoreEvent{Op: StoreRenew, Duration: took, Err: err})
 	}
-	if m.observer.Lease == nil {
-		return
+	if m.observer.Lease != nil {
+		m.observer.Lease(ctx, LeaseEvent{Result: leaseResult(err), Err: err})
 	}
-	result := LeaseRenewed
+}
+
+// leaseResult is the result of a renewal that returned err.
+func leaseResult(err error) LeaseResult {
 	switch {
 	case errors.Is(err, store.ErrNotOwner):
-		result = LeaseLost
+		return LeaseLost
 	case err != nil:
-		result = LeaseFailed
+		return LeaseFailed
 	}
-	m.observer.Lease(ctx, LeaseEvent{Result: result, Err: err})
+	return LeaseRenewed
 }

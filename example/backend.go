@@ -37,9 +37,8 @@ type ledger interface {
 	Events(ctx context.Context) ([]eventCount, error)
 }
 
-// opener opens one -store backend. It returns the idempotency store (nil
-// means the middleware's default, the in-memory store), the ledger, and a
-// function that releases what it opened. Each backend's opener lives in its
+// opener opens one -store backend. It returns the idempotency store, the
+// ledger, and a function that releases what it opened. Each backend's opener lives in its
 // own file, backend_<name>.go.
 type opener func(ctx context.Context, cfg config) (store.Store, ledger, func(), error)
 

@@ -9,10 +9,10 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// openMemory keeps records with the middleware's default in-memory store
-// and payments in a slice: both live and die with this one process.
+// openMemory keeps records in the in-memory store and payments in a
+// slice: both live and die with this one process.
 func openMemory(context.Context, config) (store.Store, ledger, func(), error) {
-	return nil, &memoryLedger{}, func() {}, nil
+	return store.NewMemory(), &memoryLedger{}, func() {}, nil
 }
 
 // memoryLedger is a ledger for one process: each account's payments, in

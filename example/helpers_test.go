@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
@@ -104,7 +105,7 @@ func newTestAPI(t *testing.T, led ledger) *testAPI {
 	t.Helper()
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	a := &api{ledger: led, log: logger}
+	a := &api{ledger: led, log: logger, jobs: store.NewMemory()}
 	srv := httptest.NewServer(a.routes(newMiddleware(nil, 30*time.Second, logger), newWebhookMiddleware(nil, 30*time.Second, logger)))
 	t.Cleanup(srv.Close)
 	return &testAPI{url: srv.URL, led: led, logs: logs}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,43 +15,58 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store"
 )
 
 // TestMetrics: GET /metrics needs no account and counts each outcome of
-// the payments route, labelled with this worker.
+// the payments route, and of the receipts' jobs, labelled with this worker.
 func TestMetrics(t *testing.T) {
 	m, err := newMetrics()
 	require.NoError(t, err)
-	a := &api{ledger: &memoryLedger{}, log: slog.New(slog.DiscardHandler)}
+	a := &api{ledger: &memoryLedger{}, log: slog.New(slog.DiscardHandler), jobs: store.NewMemory(), jobObserver: m.observer}
 	observe := idempotency.WithObserver(m.observer)
 	srv := httptest.NewServer(withMetrics(m, a.routes(newMiddleware(nil, 30*time.Second, a.log, observe),
 		newWebhookMiddleware(nil, 30*time.Second, a.log, observe))))
 	t.Cleanup(srv.Close)
 
+	var paid payment
 	for range 3 {
 		req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(`{"amount": 100, "currency": "EUR"}`))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", "metrics-1")
 		asCaller(req, testAccount)
-		do(t, req)
+		require.NoError(t, json.Unmarshal([]byte(do(t, req).body), &paid))
+	}
+	for range 3 {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments/"+paid.ID+"/receipt", nil)
+		require.NoError(t, err)
+		asCaller(req, testAccount)
+		require.Equal(t, http.StatusOK, do(t, req).status)
 	}
 	got := scrape(t, http.DefaultClient, srv.URL)
 	require.Equal(t, pid, got.worker)
 	require.Equal(t, map[string]int{"executed": 1, "replayed": 2}, got.requests)
+	require.Equal(t, map[string]int{"executed": 1, "replayed": 2}, got.jobs)
 	require.Contains(t, got.text, "idempotency_store_duration_seconds_bucket{")
 	require.Contains(t, got.text, "idempotency_handler_duration_seconds_count{")
+	require.Contains(t, got.text, `idempotency_job_duration_seconds_count{idempotency_outcome="executed"`)
 }
 
 // scraped is one worker's answer to GET /metrics.
 type scraped struct {
 	worker   string         // its worker label
 	requests map[string]int // idempotency_requests_total by outcome
+	jobs     map[string]int // idempotency_jobs_total by outcome
 	text     string
 }
 
-// requestsLine is a series of idempotency_requests_total, with its labels.
-var requestsLine = regexp.MustCompile(`(?m)^idempotency_requests_total\{(.*)\} (\d+)$`)
+// requestsLine and jobsLine are series of idempotency_requests_total and
+// idempotency_jobs_total, with their labels.
+var (
+	requestsLine = regexp.MustCompile(`(?m)^idempotency_requests_total\{(.*)\} (\d+)$`)
+	jobsLine     = regexp.MustCompile(`(?m)^idempotency_jobs_total\{(.*)\} (\d+)$`)
+)
 
 // label returns the value of label name in a series' labels.
 func label(labels, name string) string {
@@ -72,14 +88,23 @@ func scrape(t testing.TB, client *http.Client, baseURL string) scraped {
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	require.Equal(t, resp.Header.Get("X-Worker-Pid"), label(string(body), workerLabel), "the worker label names the worker answering")
-	s := scraped{worker: resp.Header.Get("X-Worker-Pid"), requests: map[string]int{}, text: string(body)}
-	for _, m := range requestsLine.FindAllStringSubmatch(s.text, -1) {
+	s := scraped{worker: resp.Header.Get("X-Worker-Pid"), text: string(body)}
+	s.requests = countsByOutcome(t, requestsLine, s)
+	s.jobs = countsByOutcome(t, jobsLine, s)
+	return s
+}
+
+// countsByOutcome adds up the series of s that series matches by their
+// outcome. Every series must name s's worker.
+func countsByOutcome(t testing.TB, series *regexp.Regexp, s scraped) map[string]int {
+	counts := map[string]int{}
+	for _, m := range series.FindAllStringSubmatch(s.text, -1) {
 		require.Equal(t, s.worker, label(m[1], workerLabel), "series %s", m[0])
 		n, err := strconv.Atoi(m[2])
 		require.NoError(t, err)
-		s.requests[label(m[1], "idempotency_outcome")] += n
+		counts[label(m[1], "idempotency_outcome")] += n
 	}
-	return s
+	return counts
 }
 
 // replaysPerWorker scrapes baseURL, each time on a new connection, until

@@ -76,18 +76,26 @@ func (a *api) listPayments(w http.ResponseWriter, r *http.Request) {
 // getPayment answers 200 with the caller's payment named in the path, or
 // 404 (another account's payment included).
 func (a *api) getPayment(w http.ResponseWriter, r *http.Request) {
+	if p, ok := a.payment(w, r); ok {
+		writeJSON(w, http.StatusOK, p)
+	}
+}
+
+// payment returns the caller's payment named in the path, or answers 404
+// (another account's payment included) or 500 and returns false.
+func (a *api) payment(w http.ResponseWriter, r *http.Request) (payment, bool) {
 	payments, ok := a.payments(w, r)
 	if !ok {
-		return
+		return payment{}, false
 	}
 	id := chi.URLParam(r, "id")
 	for _, p := range payments {
 		if p.ID == id {
-			writeJSON(w, http.StatusOK, p)
-			return
+			return p, true
 		}
 	}
 	httpx.WriteProblem(w, httpx.Problem{Status: http.StatusNotFound, Detail: "no payment has this id"})
+	return payment{}, false
 }
 
 // payments returns the caller's payments, or answers 500 and returns false

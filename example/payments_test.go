@@ -3,16 +3,21 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/idempotencytest"
+	"github.com/seed43327c4c/idempotency/store"
 )
 
 func TestPaymentReplayed(t *testing.T) {
@@ -57,6 +62,22 @@ func (g *gatedLedger) Create(ctx context.Context, ref, account string, amount in
 	g.created <- struct{}{}
 	<-g.release
 	return p, err
+}
+
+// TestPaymentIsIdempotent: the service's router, as serve builds it,
+// passes idempotencytest.RequireIdempotent: twenty concurrent duplicates
+// of a payment make one payment and get one answer, and the key with
+// another amount gets 422.
+func TestPaymentIsIdempotent(t *testing.T) {
+	led := &memoryLedger{}
+	a := &api{ledger: led, log: slog.New(slog.DiscardHandler), jobs: store.NewMemory()}
+	req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount": 500, "currency": "EUR"}`))
+	req.Header.Set("Idempotency-Key", "order-1")
+	asCaller(req, testAccount)
+	idempotencytest.RequireIdempotent(t, a.routes(newMiddleware(nil, 30*time.Second, a.log), newWebhookMiddleware(nil, 30*time.Second, a.log)), req, 20, `{"amount": 501, "currency": "EUR"}`)
+	payments, err := led.List(t.Context(), testAccount)
+	require.NoError(t, err)
+	require.Len(t, payments, 1)
 }
 
 func TestPaymentConflictWhileRunning(t *testing.T) {

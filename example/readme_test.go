@@ -65,3 +65,29 @@ func readmeMain(markdown []byte) string {
 	}
 	return ""
 }
+
+// TestReadmeTestSnippet: the body of the README's test under "Test your
+// endpoint" is, line for line, the body of idempotencytest's
+// ExampleRequireIdempotent, which the compiler checks.
+func TestReadmeTestSnippet(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile(filepath.Join("..", "idempotencytest", "example_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, found := strings.Cut(string(readme), "## Test your endpoint\n")
+	_, block, _ := strings.Cut(section, "```go\n")
+	block, _, closed := strings.Cut(block, "```\n")
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	if !found || !closed || len(lines) < 3 {
+		t.Fatal("README.md has no ```go block under ## Test your endpoint")
+	}
+	for _, line := range lines[1 : len(lines)-1] { // inside func TestX(t *testing.T) { ... }
+		if !strings.Contains(string(example), strings.TrimSpace(line)) {
+			t.Errorf("the README's line %q is not in idempotencytest/example_test.go", line)
+		}
+	}
+}

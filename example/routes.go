@@ -18,13 +18,16 @@ type api struct {
 	ledger        ledger
 	delay         time.Duration
 	log           *slog.Logger
-	webhookSecret []byte // nil: webhook signatures are not checked
+	webhookSecret []byte               // nil: webhook signatures are not checked
+	jobs          store.Store          // where Do keeps the receipts it sends
+	jobObserver   idempotency.Observer // told of each receipt's Do
 }
 
 // routes returns the service's router. Every route but /webhooks needs an
 // account (requireAccount); the POST routes go through idem, the
-// idempotency middleware, while reads need no protection. POST /webhooks
-// goes through webhookIdem, after the signature check when a secret is set.
+// idempotency middleware, while reads need no protection, and a receipt is
+// protected by idempotency.Do, keyed by its payment. POST /webhooks goes
+// through webhookIdem, after the signature check when a secret is set.
 func (a *api) routes(idem, webhookIdem func(http.Handler) http.Handler) http.Handler {
 	r := chi.NewRouter()
 	r.Use(workerPid)
@@ -38,6 +41,7 @@ func (a *api) routes(idem, webhookIdem func(http.Handler) http.Handler) http.Han
 		r.Use(requireAccount)
 		r.Get("/payments", a.listPayments)
 		r.Get("/payments/{id}", a.getPayment)
+		r.Post("/payments/{id}/receipt", a.sendReceipt)
 		r.With(idem).Post("/payments", a.createPayment)
 		r.With(idem).Post("/emails", a.sendEmail)
 	})

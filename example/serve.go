@@ -19,7 +19,7 @@ const shutdownTimeout = 15 * time.Second
 // serve runs one worker: it opens the backend, listens on cfg.addr (shared
 // with the other workers when there are several), and serves until ctx
 // ends, then shuts down gracefully. GET /metrics serves this worker's own
-// metrics (newMetrics).
+// metrics (newMetrics), GET /healthz its readiness (withHealth).
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	st, led, closeBackend, err := openBackend(ctx, cfg, backendTimeout)
 	if err != nil {
@@ -40,11 +40,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer func() { _ = m.shutdown(context.Background()) }()
-	a := &api{ledger: led, delay: cfg.delay, log: logger, webhookSecret: cfg.webhookSecret}
+	a := &api{ledger: led, delay: cfg.delay, log: logger, webhookSecret: cfg.webhookSecret, jobs: st, jobObserver: m.observer}
 	observe := idempotency.WithObserver(m.observer)
 	srv := &http.Server{
-		Handler: withMetrics(m, a.routes(newMiddleware(st, cfg.lease, logger, observe),
-			newWebhookMiddleware(st, cfg.lease, logger, observe))),
+		Handler: withHealth(st, logger, withMetrics(m, a.routes(newMiddleware(st, cfg.lease, logger, observe),
+			newWebhookMiddleware(st, cfg.lease, logger, observe)))),
 		// A client gets this long to send its request line and headers,
 		// so connections that open and then send nothing do not pile up.
 		ReadHeaderTimeout: 10 * time.Second,

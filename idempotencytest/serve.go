@@ -1,5 +1,6 @@
 // Package idempotencytest sends requests through a handler wrapped in the
-// middleware, for tests and benchmarks.
+// middleware, for tests and benchmarks; RequireIdempotent tests that an
+// application's endpoint runs once per key.
 package idempotencytest
 
 import (

@@ -43,6 +43,8 @@ type observer struct {
 	storeDuration   metric.Float64Histogram
 	renewals        metric.Int64Counter
 	waitDuration    metric.Float64Histogram
+	jobs            metric.Int64Counter
+	jobDuration     metric.Float64Histogram
 	tracer          trace.Tracer // nil: no store spans
 
 	outcomes attributeSets[idempotency.Outcome]
@@ -66,6 +68,11 @@ func newObserver(meter metric.Meter) *observer {
 			metric.WithDescription("Renewals of running handlers' leases, by result."))),
 		waitDuration: histogram(meter.Float64Histogram("idempotency.wait.duration", metric.WithUnit("s"),
 			metric.WithDescription("How long duplicates waited for a key in flight, by how the wait ended."),
+			metric.WithExplicitBucketBoundaries(durationBuckets...))),
+		jobs: counter(meter.Int64Counter("idempotency.jobs", metric.WithUnit("{job}"),
+			metric.WithDescription("Calls of idempotency.Do, by outcome."))),
+		jobDuration: histogram(meter.Float64Histogram("idempotency.job.duration", metric.WithUnit("s"),
+			metric.WithDescription("How long the jobs of idempotency.Do ran, by outcome."),
 			metric.WithExplicitBucketBoundaries(durationBuckets...))),
 		outcomes: newAttributeSets(outcomeKey, idempotency.OutcomeExecuted, idempotency.OutcomeReleased,
 			idempotency.OutcomeReplayed, idempotency.OutcomeKeyInFlight, idempotency.OutcomeKeyReused,
@@ -120,6 +127,13 @@ func (o *observer) request(ctx context.Context, e idempotency.RequestEvent) {
 		if e.Scope != "" {
 			span.SetAttributes(scopeKey.String(e.Scope))
 		}
+	}
+}
+
+func (o *observer) job(ctx context.Context, e idempotency.JobEvent) {
+	o.jobs.Add(ctx, 1, o.outcomes.addOptions(e.Outcome)...)
+	if e.Ran {
+		o.jobDuration.Record(ctx, e.Duration.Seconds(), o.outcomes.recordOptions(e.Outcome)...)
 	}
 }
 

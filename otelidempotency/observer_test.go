@@ -190,6 +190,35 @@ func TestLeaseRenewals(t *testing.T) {
 	require.Len(t, renewed, 1)
 }
 
+// TestJobs: each call of Do given the observer is counted by outcome, and
+// the time its function ran is recorded under the outcome.
+func TestJobs(t *testing.T) {
+	mp, reader := meter(t)
+	observe := idempotency.DoObserver(otelidempotency.New(otelidempotency.WithMeterProvider(mp)))
+	ctx, s := t.Context(), store.NewMemory()
+	sent := func(context.Context) ([]byte, error) { time.Sleep(10 * time.Millisecond); return []byte("sent"), nil }
+	failed := func(context.Context) ([]byte, error) { return nil, errDown }
+	for _, call := range []struct {
+		store store.Store
+		fn    func(context.Context) ([]byte, error)
+	}{{s, sent}, {s, sent}, {s, sent}, {inFlight, sent}, {down, sent}} {
+		_, _ = idempotency.Do(ctx, call.store, "receipt:1", call.fn, observe)
+	}
+	_, _ = idempotency.Do(ctx, s, "receipt:2", failed, observe)
+	require.Equal(t, map[string]int64{"executed": 1, "replayed": 2, "key_in_flight": 1, "store_unavailable": 1, "released": 1},
+		counts(t, reader, "idempotency.jobs", "idempotency.outcome"))
+
+	ran := make(map[string]uint64)
+	for _, p := range collect(t, reader, "idempotency.job.duration").(metricdata.Histogram[float64]).DataPoints {
+		outcome, _ := p.Attributes.Value("idempotency.outcome")
+		ran[outcome.AsString()] += p.Count
+		if outcome.AsString() == "executed" {
+			require.GreaterOrEqual(t, p.Sum, 0.010)
+		}
+	}
+	require.Equal(t, map[string]uint64{"executed": 1, "released": 1}, ran, "only the calls that ran fn")
+}
+
 // TestSpan: the request's span gets the outcome and an event per store
 // call; with WithStoreSpans, a child span per call too.
 func TestSpan(t *testing.T) {
@@ -342,6 +371,9 @@ func TestRefusedInstrumentsAreLeftOut(t *testing.T) {
 	require.NotPanics(t, func() {
 		require.Equal(t, http.StatusCreated, post(mw, "k", "{}").StatusCode)
 		require.Equal(t, "true", post(mw, "k", "{}").Header.Get("Idempotent-Replayed"))
+		_, err := idempotency.Do(t.Context(), store.NewMemory(), "job", func(context.Context) ([]byte, error) { return nil, nil },
+			idempotency.DoObserver(obs))
+		require.NoError(t, err)
 	})
 }
 

@@ -2,10 +2,14 @@
 // and does to OpenTelemetry: New returns an idempotency.Observer that counts
 // outcomes, times the handler, each store call and each wait, counts lease
 // renewals, and marks the request's current span (the server span of
-// otelhttp, say) with the outcome and an event per store call. The meter and
-// tracer are named ScopeName; docs/observability.md lists the instruments.
+// otelhttp, say) with the outcome and an event per store call; given to Do
+// (idempotency.DoObserver), it counts and times jobs by outcome. The meter
+// and tracer are named ScopeName; docs/observability.md lists the
+// instruments.
 //
-//	mw := idempotency.New(idempotency.WithObserver(otelidempotency.New()))
+//	obs := otelidempotency.New()
+//	mw := idempotency.New(idempotency.WithObserver(obs))
+//	result, err := idempotency.Do(ctx, st, key, fn, idempotency.DoObserver(obs))
 package otelidempotency
 
 import (
@@ -73,5 +77,5 @@ func New(opts ...Option) idempotency.Observer {
 		}
 		o.tracer = c.tracers.Tracer(ScopeName)
 	}
-	return idempotency.Observer{Request: o.request, StoreCall: o.storeCall, Lease: o.lease, Wait: o.wait}
+	return idempotency.Observer{Request: o.request, StoreCall: o.storeCall, Lease: o.lease, Wait: o.wait, Job: o.job}
 }

@@ -79,6 +79,12 @@ func NewMemory(opts ...MemoryOption) *Memory {
 	return m
 }
 
+var _ Pinger = (*Memory)(nil)
+
+// Ping implements Pinger: the store lives in this process and always
+// answers.
+func (*Memory) Ping(context.Context) error { return nil }
+
 // Claim implements Store. Fencing numbers come from one counter for the
 // whole store, so they only grow, across a release or a sweep too. Every
 // duplicate shares one decoded response. Claim returns ErrFull (wrapped)

@@ -166,6 +166,16 @@ func TestMemoryLapsedOwnerFinishesThroughASweep(t *testing.T) {
 	require.Equal(t, 1, store.MemoryLen(m))
 }
 
+// TestMemoryPing: a store answers its health call, full of live records
+// too (a full store still replays and decides duplicates).
+func TestMemoryPing(t *testing.T) {
+	m := store.NewMemory(store.WithMaxRecords(1))
+	require.NoError(t, m.Ping(t.Context()))
+	mustClaim(t, m, "a", lease)
+	requireFull(t, m, "b")
+	require.NoError(t, m.Ping(t.Context()))
+}
+
 func TestMemoryFullOfLiveRecords(t *testing.T) {
 	t.Parallel()
 	m := store.NewMemory(store.WithMaxRecords(3))
