@@ -43,7 +43,7 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 		opt(&cfg)
 	}
 	cfg.storeTimeout = storeTimeout(s, cfg.storeTimeout, cfg.lease, "DoStoreTimeout", "DoLease")
-	j := job{cfg: &cfg, store: s, clientKey: key, key: doStorageKey(key), token: newToken(), fn: fn}
+	j := job{cfg: &cfg, store: s, clientKey: key, key: DoStorageKey(key), token: newToken(), fn: fn}
 	result, err, done := j.try(ctx)
 	switch {
 	case done:
@@ -52,11 +52,6 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 		return nil, ErrInFlight
 	}
 	return j.wait(ctx)
-}
-
-// doStorageKey has an empty method, which no protected request has.
-func doStorageKey(key string) string {
-	return storageKey("", "", "idempotency.Do", key)
 }
 
 const doFingerprint = "idempotency.Do"
