@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -95,12 +94,7 @@ func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, e
 	case state == 0:
 		return store.Record{}, false, nil
 	}
-	rec := store.Record{State: store.State(state), Fingerprint: string(fp), Owner: store.Lease{Fence: fence},
-		TTL: time.Duration(ttl) * time.Microsecond}
-	if rec.State == store.StateCompleted && status != nil {
-		rec.Response = &store.Response{Status: int(*status), Header: decodeHeader(header), Body: body}
-	}
-	return rec, true, nil
+	return rowRecord(state, fp, fence, status, header, body, ttl), true, nil
 }
 
 // Delete implements store.Admin in one transaction. A row in flight is
