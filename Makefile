@@ -30,7 +30,7 @@ FUZZ_RECORDER := 4000x
 FUZZ_CANONICAL := 100000x
 
 # The modules, each a folder with its go.mod; "." is the root module.
-MODULES := . store_redis store_postgres store_sqlite otelidempotency example
+MODULES := . store_redis store_postgres store_sqlite otelidempotency example cmd/idempotency
 
 .PHONY: services test bench release $(addprefix check/,$(MODULES))
 
