@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/seed43327c4c/idempotency/store"
@@ -40,7 +41,7 @@ func (m *middleware) storeError(r *http.Request, c *call, err error) {
 // WithLoggedKeys, its scope and client key too.
 func (c *config) logRecordError(r *http.Request, err error) {
 	attrs := []any{"err", err, "method", r.Method, "path", r.URL.Path}
-	if re, ok := err.(*RecordError); ok {
+	if re := (*RecordError)(nil); errors.As(err, &re) {
 		attrs = append(attrs, "key_hash", re.KeyHash())
 		if re.Fence > 0 {
 			attrs = append(attrs, "fence", re.Fence)
