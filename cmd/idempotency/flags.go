@@ -41,7 +41,8 @@ var errUsage = errors.New("usage")
 // parseCommand reads args: the subcommand, then its flags.
 func parseCommand(args []string, stderr io.Writer) (command, error) {
 	if len(args) == 0 || !slices.Contains([]string{"inspect", "delete"}, args[0]) {
-		fmt.Fprintln(stderr, "usage: idempotency inspect|delete -store redis|postgres|sqlite -url URL (-route R -key K [-scope S] [-method M] | -job KEY | -hash PREFIX) [-force]")
+		fmt.Fprintf(stderr, "usage: idempotency inspect|delete -store %s -url URL (-route R -key K [-scope S] [-method M] | -job KEY | -hash PREFIX) [-force]\n",
+			strings.Join(storeKinds(), "|"))
 		return command{}, errUsage
 	}
 	c := command{name: args[0]}
