@@ -118,6 +118,9 @@ type command string
 // operator would install it.
 func buildCommand(t *testing.T) command {
 	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go command is not on PATH")
+	}
 	bin := filepath.Join(t.TempDir(), "idempotency")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Dir = filepath.Join("..", "cmd", "idempotency")

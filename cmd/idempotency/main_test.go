@@ -17,6 +17,9 @@ import (
 // SQLite file: its exit statuses are 2 for a usage error, 3 for a record
 // that is absent, 0 for one found, and its output is one JSON object.
 func TestBinary(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go command is not on PATH")
+	}
 	bin := filepath.Join(t.TempDir(), "idempotency")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	out, err := build.CombinedOutput()
