@@ -31,7 +31,7 @@ FUZZ_CANONICAL := 100000x
 FUZZ_JSON_KEY := 100000x
 
 # The modules, each a folder with its go.mod; "." is the root module.
-MODULES := . store_redis store_postgres store_sqlite otelidempotency grpcidempotency example
+MODULES := . store_redis store_postgres store_sqlite otelidempotency grpcidempotency example cmd/idempotency
 
 .PHONY: services test bench release $(addprefix check/,$(MODULES))
 

@@ -113,13 +113,13 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, c *call
 		return
 	case ended != nil:
 		if !errors.Is(ended, context.Canceled) {
-			m.errorHandler(r, err)
+			m.storeError(r, c, err)
 		}
 		m.writeRetryableProblem(w, r, problemRequestInterrupted)
 		m.decided(r, c, OutcomeRequestInterrupted)
 		return
 	}
-	m.errorHandler(r, err)
+	m.storeError(r, c, err)
 	if m.failOpen && !c.waiting {
 		m.logger.WarnContext(r.Context(), "idempotency: store unavailable, running handler unprotected",
 			"method", r.Method, "path", r.URL.Path)

@@ -47,7 +47,7 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 		opt(&cfg)
 	}
 	cfg.storeTimeout = storeTimeout(s, cfg.storeTimeout, cfg.lease, "DoStoreTimeout", "DoLease")
-	j := job{cfg: &cfg, store: s, clientKey: key, key: doStorageKey(cfg.scope, key), token: newToken(), fn: fn}
+	j := job{cfg: &cfg, store: s, clientKey: key, key: DoStorageKey(cfg.scope, key), token: newToken(), fn: fn}
 	if cfg.observer != nil && cfg.observer.Job != nil {
 		j.observation = &observation{}
 		defer j.observed(ctx) // a panic of fn too
@@ -63,10 +63,7 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 	return j.wait(ctx)
 }
 
-// doStorageKey has an empty method, which no protected request has.
-func doStorageKey(scope, key string) string {
-	return storageKey(scope, "", "idempotency.Do", key)
-}
+const doFingerprint = "idempotency.Do"
 
 // The statuses of Do's stored result and final error.
 const (

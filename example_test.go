@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store"
 )
 
 // A payment endpoint behind the middleware: the retry of a request is
@@ -86,4 +87,14 @@ func ExampleKeyFromJSONField() {
 	// 200  {"handled":1}
 	// 200 true {"handled":1}
 	// 400  {"type":"https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-missing","title":"This request must carry an idempotency key","status":400}
+}
+
+// A record is found from what a client reports: its account (the scope),
+// the method, the route and its Idempotency-Key. Shared stores file it
+// under store.HashKey of the storage key, whose first digits are the
+// key_hash of the error log and what `idempotency inspect -hash` takes.
+func ExampleStorageKey() {
+	key := idempotency.StorageKey("acct_1", http.MethodPost, "/payments", "order-1")
+	fmt.Println(store.HashKey(key)[:idempotency.KeyHashLen])
+	// Output: 9f9f50d144949830
 }

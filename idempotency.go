@@ -40,11 +40,7 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 		c.cache = nil // see WithReplayCache
 	}
 	if c.errorHandler == nil {
-		logger := c.logger
-		c.errorHandler = func(r *http.Request, err error) {
-			logger.ErrorContext(r.Context(), "idempotency: store error",
-				"err", err, "method", r.Method, "path", r.URL.Path)
-		}
+		c.errorHandler = c.logRecordError
 	}
 	if c.scopeRequired && c.scope == nil {
 		panic("idempotency: WithScopeRequired needs WithScope, the function that names the caller")
@@ -71,6 +67,7 @@ type middleware struct {
 // allocates nothing for a run it does not make.
 type call struct {
 	key         string // storage key: scope, method, route and client key
+	scope       string
 	clientKey   string
 	fingerprint string
 	token       string // the owner token of this request's claims
@@ -140,6 +137,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.decided(r, &c, OutcomeScopeMissing)
 		return
 	}
+	c.scope = scope
 	c.setStrings(m, r, scope, fingerprintBody)
 	m.claim(w, r, &c)
 }

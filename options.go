@@ -42,6 +42,7 @@ type config struct {
 	failOpen         bool
 	errorHandler     func(r *http.Request, err error)
 	logger           *slog.Logger
+	loggedKeys       bool
 	replayHeaders    map[string]bool
 	observer         Observer
 	observeKeys      bool
@@ -339,13 +340,22 @@ func WithFailOpen() Option {
 
 // WithErrorHandler sets the function told of every store error (but a failed
 // watch) and every problem the client cannot see. It must only read the
-// request; renewals call it from their own goroutines. Defaults to logging at
-// level Error.
+// request; renewals call it from their own goroutines. A store call's error
+// is a *RecordError. Defaults to logging at level Error with the method, the
+// path, key_hash (RecordError.KeyHash) and the fence, if any.
 func WithErrorHandler(handle func(r *http.Request, err error)) Option {
 	if handle == nil {
 		panic("idempotency: WithErrorHandler expects a non-nil function")
 	}
 	return func(c *config) { c.errorHandler = handle }
+}
+
+// WithLoggedKeys makes the default error handler log each record's scope
+// and client key beside its key_hash. Anyone who reads the logs can then
+// replay a stored response by sending that key in that scope. Defaults to
+// off: the hash and the fence only.
+func WithLoggedKeys() Option {
+	return func(c *config) { c.loggedKeys = true }
 }
 
 // WithLogger sets the logger of store errors (without an error handler) and

@@ -66,7 +66,7 @@ func (m *middleware) complete(r *http.Request, c *claimedCall, owner store.Lease
 	})
 	m.storeCalled(ctx, StoreComplete, started, err)
 	if err != nil {
-		m.errorHandler(r, fmt.Errorf("idempotency: complete: %w", err))
+		m.storeError(r, &c.call, fmt.Errorf("idempotency: complete: %w", err))
 		return
 	}
 	m.cache.put(c.key, m.cache.completed(&c.call, resp), sent, m.retention)
@@ -83,7 +83,7 @@ func (m *middleware) release(r *http.Request, c *claimedCall, owner store.Lease)
 	err := resend(ctx, func(ctx context.Context) error { return m.store.Release(ctx, c.key, owner) })
 	m.storeCalled(ctx, StoreRelease, started, err)
 	if err != nil {
-		m.errorHandler(r, fmt.Errorf("idempotency: release: %w", err))
+		m.storeError(r, &c.call, fmt.Errorf("idempotency: release: %w", err))
 	}
 }
 
@@ -95,7 +95,7 @@ func (m *middleware) rollback(r *http.Request, c *claimedCall, tx store.Tx) {
 	err := tx.Rollback(ctx)
 	m.storeCalled(ctx, StoreRollback, started, err)
 	if err != nil {
-		m.errorHandler(r, fmt.Errorf("idempotency: rollback: %w", err))
+		m.storeError(r, &c.call, fmt.Errorf("idempotency: rollback: %w", err))
 	}
 }
 

@@ -209,8 +209,9 @@ type renewalObserver interface {
 type requestLease struct {
 	m *middleware
 	r *http.Request
+	c *call
 }
 
 func (h *requestLease) renewalContext() context.Context { return h.r.Context() }
 
-func (h *requestLease) renewalFailed(err error) { h.m.errorHandler(h.r, err) }
+func (h *requestLease) renewalFailed(err error) { h.m.storeError(h.r, h.c, err) }

@@ -24,7 +24,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, 
 	}
 	c.fence = owner.Fence
 	lease := &c.lease
-	c.holder = requestLease{m: m, r: r}
+	c.holder = requestLease{m: m, r: r, c: &c.call}
 	m.leases.keep(lease, &c.holder, m.store, c.key, owner, claimedAt)
 	decided := false
 	defer func() {
@@ -106,7 +106,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *claimedC
 	m.storeCalled(ctx, StoreCommit, committedAt, err)
 	ctx.stop()
 	if err != nil {
-		m.errorHandler(r, fmt.Errorf("idempotency: commit: %w", err))
+		m.storeError(r, &c.call, fmt.Errorf("idempotency: commit: %w", err))
 		m.writeRetryableProblem(w, r, problemCommitFailed)
 		m.decided(r, &c.call, OutcomeStoreUnavailable)
 		return

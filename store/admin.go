@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Admin is a Store an operator can look into and correct, one record at a
@@ -29,6 +30,24 @@ type Admin interface {
 // ErrLeaseLive is returned by Admin.Delete for a record still held by a
 // live lease when the delete is not forced.
 var ErrLeaseLive = errors.New("store: record in flight under a live lease")
+
+// ErrBadHash is returned by an Admin's methods for a hash that is not
+// HashKey's 64 lower-case hex digits, or a prefix that does not begin one.
+var ErrBadHash = errors.New("store: not a lower-case hex SHA-256")
+
+// CheckHash returns nil if hash is 64 lower-case hex digits or, with
+// prefix set, a beginning of such; else ErrBadHash, wrapped with hash.
+func CheckHash(hash string, prefix bool) error {
+	ok := len(hash) == 64 || prefix && len(hash) < 64
+	for i := 0; ok && i < len(hash); i++ {
+		c := hash[i]
+		ok = '0' <= c && c <= '9' || 'a' <= c && c <= 'f'
+	}
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrBadHash, hash)
+	}
+	return nil
+}
 
 // Pinger is a Store that answers a cheap health call, for readiness probes.
 type Pinger interface {

@@ -104,13 +104,9 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 			m.mu.Unlock()
 			return r.owned(now), true, nil
 		}
-		if r.decode() && m.bytes+r.decoded <= m.maxBytes {
-			// A store at its byte cap decodes for each duplicate instead.
-			m.records.slots[i] = r
-			m.bytes += r.decoded
-		}
+		rec := m.viewOf(i, now)
 		m.mu.Unlock()
-		return r.view(now), false, nil
+		return rec, false, nil
 	}
 	if i >= 0 {
 		m.forget(i)
@@ -129,6 +125,18 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	m.noteExpiry(r.expires)
 	m.mu.Unlock()
 	return r.owned(now), true, nil
+}
+
+// viewOf returns slot i's record as a duplicate sees it at now, its
+// response decoded once for every later duplicate to share.
+func (m *Memory) viewOf(i int32, now time.Duration) Record {
+	r := m.records.slots[i]
+	if r.decode() && m.bytes+r.decoded <= m.maxBytes {
+		// A store at its byte cap decodes for each duplicate instead.
+		m.records.slots[i] = r
+		m.bytes += r.decoded
+	}
+	return r.view(now)
 }
 
 // Renew implements Store.

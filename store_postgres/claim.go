@@ -153,19 +153,25 @@ func (s *Store) claimOnce(ctx context.Context, db querier, key, fingerprint, tok
 		// An open transaction holds the key; its row is not visible.
 		return store.Record{State: store.StateInFlight, Fingerprint: fingerprint}, false, nil
 	}
+	rec := rowRecord(state, fp, fence, status, header, body, ttl)
+	if claimed {
+		rec.Owner.Token = token
+	}
+	return rec, claimed, nil
+}
+
+// rowRecord is the record a row's columns hold, ttl in microseconds.
+func rowRecord(state int16, fp []byte, fence int64, status *int32, header [][]byte, body []byte, ttl int64) store.Record {
 	rec := store.Record{
 		State:       store.State(state),
 		Fingerprint: string(fp),
 		Owner:       store.Lease{Fence: fence},
 		TTL:         time.Duration(ttl) * time.Microsecond,
 	}
-	if claimed {
-		rec.Owner.Token = token
-	}
 	if rec.State == store.StateCompleted && status != nil {
 		rec.Response = &store.Response{Status: int(*status), Header: decodeHeader(header), Body: body}
 	}
-	return rec, claimed, nil
+	return rec
 }
 
 // rowKey is the key column's value for key: store.HashKey(key)'s 32 bytes.

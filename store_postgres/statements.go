@@ -18,17 +18,22 @@ var migrationsSQL = []string{schemaSQL}
 // default table name, as schema.sql is, and rewritten once by New for the
 // configured (validated and quoted) table name.
 type statements struct {
-	migrations    []string
-	claim         string
-	renew         string
-	complete      string
-	release       string
-	deleteExpired string
-	pages         string
-	channel       string
-	watchLock     string
-	watchState    string
-	unwatch       string
+	migrations     []string
+	claim          string
+	renew          string
+	complete       string
+	release        string
+	deleteExpired  string
+	pages          string
+	channel        string
+	watchLock      string
+	watchState     string
+	unwatch        string
+	inspect        string
+	deleteLock     string
+	deleteDone     string
+	deleteInFlight string
+	find           string
 }
 
 func newStatements(table string) statements {
@@ -38,16 +43,21 @@ func newStatements(table string) statements {
 		migrations[i] = r.Replace(sql)
 	}
 	return statements{
-		migrations:    migrations,
-		claim:         r.Replace(claimSQL),
-		renew:         r.Replace(renewSQL),
-		complete:      r.Replace(completeSQL),
-		release:       r.Replace(releaseSQL),
-		deleteExpired: r.Replace(deleteExpiredSQL),
-		pages:         r.Replace(pagesSQL),
-		channel:       r.Replace(`SELECT ` + channelSQL),
-		watchLock:     r.Replace(watchLockSQL),
-		watchState:    r.Replace(watchStateSQL),
-		unwatch:       r.Replace(unwatchSQL),
+		migrations:     migrations,
+		claim:          r.Replace(claimSQL),
+		renew:          r.Replace(renewSQL),
+		complete:       r.Replace(completeSQL),
+		release:        r.Replace(releaseSQL),
+		deleteExpired:  r.Replace(deleteExpiredSQL),
+		pages:          r.Replace(pagesSQL),
+		channel:        r.Replace(`SELECT ` + channelSQL),
+		watchLock:      r.Replace(watchLockSQL),
+		watchState:     r.Replace(watchStateSQL),
+		unwatch:        r.Replace(unwatchSQL),
+		inspect:        r.Replace(inspectSQL),
+		deleteLock:     r.Replace(deleteLockSQL),
+		deleteDone:     r.Replace(deleteDoneSQL),
+		deleteInFlight: r.Replace(deleteInFlightSQL),
+		find:           r.Replace(findSQL),
 	}
 }

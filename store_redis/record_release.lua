@@ -1,5 +1,5 @@
 -- record_release: give up the caller's in-flight record so that a retry
--- may claim the key; follows record_owner.lua. The record stays, in
+-- may claim the key; follows record_owner.lua (or record_delete.lua). The record stays, in
 -- flight with no token and so no lease, and its expiry unchanged: the
 -- next claim takes it over with the next fencing number. The watchers'
 -- mark goes with the token.

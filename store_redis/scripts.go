@@ -23,6 +23,12 @@ var (
 	recordReleaseLua string
 	//go:embed record_watch.lua
 	recordWatchLua string
+	//go:embed record_live.lua
+	recordLiveLua string
+	//go:embed record_inspect.lua
+	recordInspectLua string
+	//go:embed record_delete.lua
+	recordDeleteLua string
 )
 
 var (
@@ -32,8 +38,10 @@ var (
 	renewScript    = redis.NewScript(recordLua + recordOwnerLua + recordRenewLua)
 	completeScript = redis.NewScript(recordLua + recordCompleteLua)
 	releaseScript  = redis.NewScript(recordLua + recordOwnerLua + recordReleaseLua)
+	inspectScript  = redis.NewScript(recordLua + recordLiveLua + recordInspectLua)
+	deleteScript   = redis.NewScript(recordLua + recordLiveLua + recordDeleteLua + recordReleaseLua)
 )
 
 func allScripts() []*redis.Script {
-	return []*redis.Script{claimScript, watchScript, renewScript, completeScript, releaseScript}
+	return []*redis.Script{claimScript, watchScript, renewScript, completeScript, releaseScript, inspectScript, deleteScript}
 }

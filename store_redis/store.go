@@ -104,8 +104,11 @@ func heedsDeadlines(client redis.UniversalClient) bool {
 
 // keys returns the Redis key of key's record and its shard channel, which
 // share a hash tag and so a Cluster slot.
-func (s *Store) keys(key string) []string {
-	record := s.prefix + "{" + store.HashKey(key) + "}"
+func (s *Store) keys(key string) []string { return s.hashKeys(store.HashKey(key)) }
+
+// hashKeys is keys for the key whose store.HashKey is hash.
+func (s *Store) hashKeys(hash string) []string {
+	record := s.prefix + "{" + hash + "}"
 	return []string{record, record + ":changed"}
 }
 

@@ -73,21 +73,31 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	if err != nil {
 		return store.Record{}, false, err
 	}
+	rec, err := rowRecord(state, fp, fence, status, header, body, ttl)
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("sqlitestore: claim: %w", err)
+	}
+	if claimed {
+		rec.Owner.Token = token
+	}
+	return rec, claimed, nil
+}
+
+// rowRecord is the record a row's columns hold, ttl in milliseconds; a
+// header that does not decode is an error.
+func rowRecord(state int, fp []byte, fence int64, status sql.NullInt64, header, body []byte, ttl int64) (store.Record, error) {
 	rec := store.Record{
 		State:       store.State(state),
 		Fingerprint: string(fp),
 		Owner:       store.Lease{Fence: fence},
 		TTL:         time.Duration(ttl) * time.Millisecond,
 	}
-	if claimed {
-		rec.Owner.Token = token
-	}
 	if rec.State == store.StateCompleted && status.Valid {
 		h, err := headercodec.Decode(header)
 		if err != nil {
-			return store.Record{}, false, fmt.Errorf("sqlitestore: claim: %w", err)
+			return store.Record{}, err
 		}
 		rec.Response = &store.Response{Status: int(status.Int64), Header: h, Body: body}
 	}
-	return rec, claimed, nil
+	return rec, nil
 }
