@@ -15,7 +15,7 @@ SHELL := /bin/bash
 # (make test DATABASE_URL=...) is used as given; .ci/services provides the
 # rest and prints their variables, which WITH_SERVICES sets for a command.
 # The environment's values are not used.
-SERVICE_VARS := REDIS_URL REDIS_CLUSTER_ADDRS REDIS_SENTINEL DATABASE_URL
+SERVICE_VARS := REDIS_URL REDIS_CLUSTER_ADDRS REDIS_SENTINEL DATABASE_URL MYSQL_DSN
 unexport $(foreach v,$(SERVICE_VARS),$(if $(filter command line,$(origin $(v))),,$(v)))
 WITH_SERVICES := services=$$(.ci/services) && eval "$$services" &&
 
@@ -30,7 +30,7 @@ FUZZ_RECORDER := 4000x
 FUZZ_CANONICAL := 100000x
 
 # The modules, each a folder with its go.mod; "." is the root module.
-MODULES := . store_redis store_postgres store_sqlite otelidempotency example
+MODULES := . store_redis store_postgres store_mysql store_sqlite otelidempotency example
 
 .PHONY: services test bench release $(addprefix check/,$(MODULES))
 
