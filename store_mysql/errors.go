@@ -17,7 +17,15 @@ const (
 	errRoutineAccessDenied = 1370
 	errNoSuchTable         = 1146
 	errNoSuchProcedure     = 1305
+	errDeadlock            = 1213
 )
+
+// isDeadlock reports whether err is a deadlock, after which the server
+// has rolled the transaction back.
+func isDeadlock(err error) bool {
+	var serverErr *mysql.MySQLError
+	return errors.As(err, &serverErr) && serverErr.Number == errDeadlock
+}
 
 // explain adds to err what the caller can do about it. A connection lost
 // mid-statement also wraps io.ErrUnexpectedEOF, on which the middleware

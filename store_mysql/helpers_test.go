@@ -5,12 +5,17 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store"
 )
 
 // testConfig returns the driver configuration MYSQL_DSN names, or skips
@@ -91,3 +96,48 @@ func newTestTxStore(t testing.TB, opts ...Option) *TxStore {
 	t.Helper()
 	return &TxStore{Store: newTestStore(t, opts...)}
 }
+
+// sendTo sends a POST to /payments with key through h.
+func sendTo(h http.Handler, key string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
+	r.Header.Set("Idempotency-Key", key)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// mustClaim claims key, which must be free or expired, under a fresh
+// token and returns the claimed record.
+func mustClaim(t *testing.T, s store.Store, key, fingerprint string, lease time.Duration) store.Record {
+	t.Helper()
+	rec, claimed, err := s.Claim(context.Background(), key, fingerprint, newToken(), lease)
+	require.NoError(t, err)
+	require.True(t, claimed, "%q is claimed", key)
+	return rec
+}
+
+// newToken returns a random owner token.
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// fillPool opens every connection db may hold, so that growth is not
+// counted as a leak.
+func fillPool(t testing.TB, db *sql.DB) {
+	t.Helper()
+	n := db.Stats().MaxOpenConnections
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		c, err := db.Conn(context.Background())
+		require.NoError(t, err)
+		conns[i] = c
+	}
+	for _, c := range conns {
+		require.NoError(t, c.Close())
+	}
+}
+
+// longLease outlasts any test.
+const longLease = time.Minute

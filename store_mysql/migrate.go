@@ -94,9 +94,9 @@ type queryRower interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// version returns the table's schema version, 0 if it does not exist, is
-// not visible to the user, or was left without one by an interrupted
-// Migrate; a comment of another kind, or a later version, is an error.
+// version returns the table's schema version, 0 if it does not exist or
+// is not visible to the user; a comment of another kind, or a later
+// version, is an error.
 func (s *Store) version(ctx context.Context, db queryRower) (int, error) {
 	var database, comment sql.NullString
 	if err := db.QueryRowContext(ctx, versionSQL, s.table).Scan(&database, &comment); err != nil {
@@ -105,12 +105,12 @@ func (s *Store) version(ctx context.Context, db queryRower) (int, error) {
 	if !database.Valid {
 		return 0, errNoDatabase
 	}
-	if comment.String == "" {
+	if !comment.Valid {
 		return 0, nil
 	}
 	digits, ok := strings.CutPrefix(comment.String, versionComment)
 	version, err := strconv.Atoi(digits)
-	if !ok || err != nil || version < 1 {
+	if !ok || err != nil || version < 0 {
 		return 0, fmt.Errorf("the table's comment %q records no schema version", comment.String)
 	}
 	if version > schemaVersion {

@@ -1,7 +1,7 @@
 -- Idempotency records of the mysqlstore package: one row per key.
 -- Written for the default table name; mysqlstore.Migrate applies it with the
 -- table name set by WithTable, then creates the claim procedure (claim.sql)
--- and records the schema version in the table's comment.
+-- and records the schema version in the table's comment: 0 until then.
 CREATE TABLE IF NOT EXISTS `idempotency_keys` (
     -- SHA-256 of the record's key (store.HashKey, undone from hex)
     `key`       BINARY(32)       NOT NULL PRIMARY KEY,
@@ -22,4 +22,4 @@ CREATE TABLE IF NOT EXISTS `idempotency_keys` (
     -- UTC end of the lease while in flight, of the retention once done
     expires_at  DATETIME(6)      NOT NULL,
     KEY `idempotency_keys_expires_at` (expires_at)
-) ENGINE = InnoDB
+) ENGINE = InnoDB COMMENT = 'mysqlstore schema version 0'

@@ -11,12 +11,20 @@ import (
 	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
-// TestConformance runs the shared store suites: Run against the plain and
-// the transactional store, and RunTx against the transactional store's
+// TestConformance runs the shared store suites: Run against the plain
+// store, with and without the DSN's clientFoundRows and interpolateParams,
+// and the transactional one, and RunTx against the transactional store's
 // transactions.
 func TestConformance(t *testing.T) {
 	t.Run("Store", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store { return newTestStore(t) })
+	})
+	t.Run("Store clientFoundRows interpolateParams", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) store.Store {
+			cfg := testConfig(t)
+			cfg.ClientFoundRows, cfg.InterpolateParams = true, true
+			return newTestStoreOn(t, openDB(t, cfg, 20))
+		})
 	})
 	t.Run("TxStore", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store { return newTestTxStore(t) })

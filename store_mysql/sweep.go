@@ -39,6 +39,26 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 		return 0, fmt.Errorf("mysqlstore: delete expired: %w", err)
 	}
 	defer s.claims.give()
+	var (
+		n   int
+		err error
+	)
+	for range staleAttempts {
+		n, err = s.deleteExpired(ctx, batch)
+		if !isDeadlock(err) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("mysqlstore: delete expired: %w", explain(err))
+	}
+	return n, nil
+}
+
+// deleteExpired runs one batch in a transaction. Sweepers racing on one
+// table can deadlock on the index entries of the rows they delete; the
+// server then rolls one batch back, which runs again.
+func (s *Store) deleteExpired(ctx context.Context, batch int) (int, error) {
 	var n int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		keys, err := s.lockExpired(ctx, tx, batch)
@@ -55,10 +75,7 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 		n = int(deleted)
 		return err
 	})
-	if err != nil {
-		return 0, fmt.Errorf("mysqlstore: delete expired: %w", explain(err))
-	}
-	return n, nil
+	return n, err
 }
 
 // lockExpired locks and returns the keys of up to batch expired rows.
