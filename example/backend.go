@@ -60,5 +60,6 @@ var openers = map[string]opener{
 	"memory":   openMemory,
 	"redis":    openRedis,
 	"postgres": openPostgres,
+	"mysql":    openMySQL,
 	"sqlite":   openSQLite,
 }
