@@ -66,6 +66,6 @@ bench:
 	else \
 		go run $(BENCHSTAT) .bench/new.txt; \
 	fi
-	$(WITH_SERVICES) for script in .ci/bench-middleware .ci/bench-wait .ci/bench-redis .ci/bench-postgres .ci/bench-sqlite; do \
+	$(WITH_SERVICES) for script in .ci/bench-middleware .ci/bench-wait .ci/bench-redis .ci/bench-postgres .ci/bench-mysql .ci/bench-sqlite; do \
 		if [ -x "$$script" ]; then "$$script"; fi; \
 	done
