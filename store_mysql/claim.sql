@@ -50,7 +50,8 @@ BEGIN
     SELECT won OR COALESCE(NOT in_tx AND state = 1 AND held = 0 AND token = claim_token
                            AND expires_at > UTC_TIMESTAMP(6), FALSE) AS claimed,
            COALESCE(state, 0) AS state, fingerprint, COALESCE(fence, 0) AS fence, status, header, body,
-           COALESCE(IF(held = 1, 0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)), 0) AS ttl_us,
+           -- a won claim's time left is its lease, from its write
+           COALESCE(IF(won, lease_us, IF(held = 1, 0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at))), 0) AS ttl_us,
            COALESCE(IF(held = 1, IS_USED_LOCK(lock_name) IS NOT NULL, expires_at > UTC_TIMESTAMP(6)), FALSE) AS live,
            lock_name
     FROM (SELECT 1) AS one LEFT JOIN `idempotency_keys` ON `key` = claim_key;

@@ -49,10 +49,10 @@ func openDB(t testing.TB, cfg *mysql.Config, maxOpen int) *sql.DB {
 	return db
 }
 
-// testDB returns a pool of 20 connections of the test's own on MYSQL_DSN.
+// testDB returns a pool of 8 connections of the test's own on MYSQL_DSN.
 func testDB(t testing.TB) *sql.DB {
 	t.Helper()
-	return openDB(t, testConfig(t), 20)
+	return openDB(t, testConfig(t), 8)
 }
 
 // testTable returns a table name of the test's own.

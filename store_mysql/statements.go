@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	_ "embed"
+	"fmt"
 	"strings"
 )
 
@@ -71,6 +72,13 @@ func newStatements(db *sql.DB, table string) statements {
 		owned:          p(ownedSQL),
 		rewrite:        r,
 	}
+}
+
+// txClaim is the transactional claim's CALL with its arguments written in
+// (hex literals): one round trip on a connection the pool's prepared
+// statement may not know.
+func (s statements) txClaim(row, fingerprint, token []byte) string {
+	return fmt.Sprintf("%s(X'%x', X'%x', X'%x', 0, TRUE)", strings.TrimSuffix(s.claim.query, "(?, ?, ?, ?, ?)"), row, fingerprint, token)
 }
 
 // prepared is a statement prepared on first use, so that each call is one

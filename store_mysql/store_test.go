@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store {
 			cfg := testConfig(t)
 			cfg.ClientFoundRows, cfg.InterpolateParams = true, true
-			return newTestStoreOn(t, openDB(t, cfg, 20))
+			return newTestStoreOn(t, openDB(t, cfg, 8))
 		})
 	})
 	t.Run("TxStore", func(t *testing.T) {

@@ -72,11 +72,17 @@ func (s *TxStore) beginClaim(ctx context.Context, key, fingerprint, token string
 // holds, with no live row to show, is in flight with the caller's
 // fingerprint.
 func (s *TxStore) claimOn(ctx context.Context, key, fingerprint, token string) (store.Record, *claimTx, error) {
+	// Commit runs the pool's prepared complete statement on the claim's
+	// connection: it is prepared now, before this request holds one.
+	complete, err := s.sql.complete.get(ctx)
+	if err != nil {
+		return store.Record{}, nil, err
+	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return store.Record{}, nil, err
 	}
-	r, err := scanClaim(conn.QueryRowContext(ctx, s.sql.claim.query, rowKey(key), []byte(fingerprint), []byte(token), 0, true))
+	r, err := scanClaim(conn.QueryRowContext(ctx, s.sql.txClaim(rowKey(key), []byte(fingerprint), []byte(token))))
 	if errors.Is(err, errStale) && r.state == 0 {
 		_ = conn.Close()
 		return store.Record{State: store.StateInFlight, Fingerprint: fingerprint}, nil, nil
@@ -98,13 +104,14 @@ func (s *TxStore) claimOn(ctx context.Context, key, fingerprint, token string) (
 		return store.Record{}, nil, err
 	}
 	rec, _ := r.record(token)
-	return rec, &claimTx{s: s.Store, conn: conn, tx: tx, key: key, owner: rec.Owner, lockName: r.lockName}, nil
+	return rec, &claimTx{s: s.Store, conn: conn, tx: tx, complete: complete, key: key, owner: rec.Owner, lockName: r.lockName}, nil
 }
 
 type claimTx struct {
 	s        *Store
 	conn     *sql.Conn
 	tx       *sql.Tx
+	complete *sql.Stmt
 	key      string
 	owner    store.Lease
 	lockName string
@@ -119,7 +126,7 @@ type claimTx struct {
 func (c *claimTx) Commit(ctx context.Context, resp *store.Response, retention time.Duration) error {
 	return c.finish(ctx, "commit", func() error {
 		args := append(completion(resp, retention), rowKey(c.key), []byte(c.owner.Token), c.owner.Fence)
-		res, err := c.tx.ExecContext(ctx, c.s.sql.complete.query, args...)
+		res, err := c.tx.StmtContext(ctx, c.complete).ExecContext(ctx, args...)
 		var n int64
 		if err == nil {
 			n, err = res.RowsAffected()

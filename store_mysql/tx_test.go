@@ -148,3 +148,23 @@ func TestTxOutsideARequest(t *testing.T) {
 	_, ok := Tx(context.Background())
 	require.False(t, ok)
 }
+
+// TestTxRoundTrips: a transactional first request costs the round trips
+// docs/mysql.md says, and a replay one.
+func TestTxRoundTrips(t *testing.T) {
+	cfg := testConfig(t)
+	rt := &roundTrips{}
+	cfg.DialFunc = rt.dial
+	s := &TxStore{Store: newTestStoreOn(t, openDB(t, cfg, 1))}
+	h := idempotency.New(idempotency.WithStore(s))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	}))
+	sendTo(h, "warm-up")
+	count := func(key string) int64 {
+		before := rt.n.Load()
+		sendTo(h, key)
+		return rt.n.Load() - before
+	}
+	require.EqualValues(t, 5, count("k"), "first request: claim, START TRANSACTION, complete, COMMIT, the lock's release")
+	require.EqualValues(t, 1, count("k"), "replay")
+}
