@@ -70,27 +70,33 @@ func TestDSNWithoutDatabase(t *testing.T) {
 // TestPrivileges: a user with SELECT, INSERT, UPDATE, DELETE on the table
 // and EXECUTE on its procedure serves every call; a user without them (but
 // with a privilege on another table, to connect to the database) gets a
-// clear error from Migrate and from the first claim.
+// clear error from Migrate and from the first claim. It runs in a database
+// of its own: servers may grant everyone the database test.
 func TestPrivileges(t *testing.T) {
-	owner := newTestStore(t)
 	cfg := testConfig(t)
-	user, other := owner.table, owner.table+"_other"
+	root := openDB(t, cfg, 2)
+	user := testTable(t)
+	database, other := user+"_db", user+"_other"
 	for _, stmt := range []string{
+		fmt.Sprintf("CREATE DATABASE `%s`", database),
 		fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY 'secret'", user),
-		fmt.Sprintf("CREATE TABLE `%s` (id INT)", other),
-		fmt.Sprintf("GRANT SELECT ON `%s`.`%s` TO '%s'@'%%'", cfg.DBName, other, user),
+		fmt.Sprintf("CREATE TABLE `%s`.`%s` (id INT)", database, other),
+		fmt.Sprintf("GRANT SELECT ON `%s`.`%s` TO '%s'@'%%'", database, other, user),
 	} {
-		_, err := owner.db.Exec(stmt)
+		_, err := root.Exec(stmt)
 		require.NoError(t, err)
 	}
 	t.Cleanup(func() {
-		_, err := owner.db.Exec(fmt.Sprintf("DROP USER '%s'@'%%'", user))
-		require.NoError(t, err)
-		_, err = owner.db.Exec(fmt.Sprintf("DROP TABLE `%s`", other))
-		require.NoError(t, err)
+		for _, stmt := range []string{fmt.Sprintf("DROP USER '%s'@'%%'", user), fmt.Sprintf("DROP DATABASE `%s`", database)} {
+			_, err := root.Exec(stmt)
+			require.NoError(t, err)
+		}
 	})
+	cfg.DBName = database
+	owner := New(openDB(t, cfg, 2), WithTable(user))
+	require.NoError(t, owner.Migrate(context.Background()))
 	cfg.User, cfg.Passwd = user, "secret"
-	s := New(openDB(t, cfg, 4), WithTable(owner.table))
+	s := New(openDB(t, cfg, 4), WithTable(user))
 
 	_, _, err := s.Claim(context.Background(), "k", "fp", newToken(), longLease)
 	require.ErrorContains(t, err, "grant the user SELECT, INSERT, UPDATE, DELETE on it and EXECUTE on its procedure")
@@ -100,7 +106,7 @@ func TestPrivileges(t *testing.T) {
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON `%s`.`%s` TO '%s'@'%%'",
 		"GRANT EXECUTE ON PROCEDURE `%s`.`%s_claim` TO '%s'@'%%'",
 	} {
-		_, err := owner.db.Exec(fmt.Sprintf(grant, cfg.DBName, owner.table, user))
+		_, err := root.Exec(fmt.Sprintf(grant, database, user, user))
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Migrate(context.Background()), "a current table needs no more")
