@@ -89,3 +89,4 @@ func (db *mysqlTestDB) paymentsOf(t *testing.T, amount int) []string {
 	require.NoError(t, rows.Err())
 	return ids
 }
+
