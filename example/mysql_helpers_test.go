@@ -89,4 +89,3 @@ func (db *mysqlTestDB) paymentsOf(t *testing.T, amount int) []string {
 	require.NoError(t, rows.Err())
 	return ids
 }
-
