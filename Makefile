@@ -15,7 +15,7 @@ SHELL := /bin/bash
 # (make test DATABASE_URL=...) is used as given; .ci/services provides the
 # rest and prints their variables, which WITH_SERVICES sets for a command.
 # The environment's values are not used.
-SERVICE_VARS := REDIS_URL REDIS_CLUSTER_ADDRS REDIS_SENTINEL DATABASE_URL
+SERVICE_VARS := REDIS_URL REDIS_CLUSTER_ADDRS REDIS_SENTINEL DATABASE_URL MYSQL_DSN
 unexport $(foreach v,$(SERVICE_VARS),$(if $(filter command line,$(origin $(v))),,$(v)))
 WITH_SERVICES := services=$$(.ci/services) && eval "$$services" &&
 
@@ -31,7 +31,7 @@ FUZZ_CANONICAL := 100000x
 FUZZ_JSON_KEY := 100000x
 
 # The modules, each a folder with its go.mod; "." is the root module.
-MODULES := . store_redis store_postgres store_sqlite otelidempotency grpcidempotency example cmd/idempotency
+MODULES := . store_redis store_postgres store_mysql store_sqlite otelidempotency grpcidempotency example cmd/idempotency
 
 .PHONY: services test bench release $(addprefix check/,$(MODULES))
 
@@ -68,6 +68,6 @@ bench:
 	else \
 		go run $(BENCHSTAT) .bench/new.txt; \
 	fi
-	$(WITH_SERVICES) for script in .ci/bench-middleware .ci/bench-wait .ci/bench-redis .ci/bench-postgres .ci/bench-sqlite; do \
+	$(WITH_SERVICES) for script in .ci/bench-middleware .ci/bench-wait .ci/bench-redis .ci/bench-postgres .ci/bench-mysql .ci/bench-sqlite; do \
 		if [ -x "$$script" ]; then "$$script"; fi; \
 	done

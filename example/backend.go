@@ -65,5 +65,6 @@ var openers = map[string]opener{
 	"memory":   openMemory,
 	"redis":    openRedis,
 	"postgres": openPostgres,
+	"mysql":    openMySQL,
 	"sqlite":   openSQLite,
 }

@@ -39,7 +39,7 @@ func silentServer(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestBackendThatNeverAnswersFailsStartUp: a Redis or Postgres server that
+// TestBackendThatNeverAnswersFailsStartUp: a Redis, Postgres or MySQL server that
 // accepts connections and never replies makes start-up fail after the
 // timeout, naming the backend, instead of waiting forever.
 func TestBackendThatNeverAnswersFailsStartUp(t *testing.T) {
@@ -47,6 +47,7 @@ func TestBackendThatNeverAnswersFailsStartUp(t *testing.T) {
 	for _, cfg := range []config{
 		{store: "postgres", databaseURL: "postgres://postgres@" + addr + "/test?sslmode=disable", postgresTx: true},
 		{store: "redis", redisURL: "redis://" + addr + "/0"},
+		{store: "mysql", mysqlDSN: "root@tcp(" + addr + ")/test", mysqlTx: true},
 	} {
 		t.Run(cfg.store, func(t *testing.T) {
 			started := time.Now()
@@ -62,7 +63,7 @@ func TestBackendThatNeverAnswersFailsStartUp(t *testing.T) {
 // returns; another ref is another payment. Each backend writes to its real
 // server, SQLite and Postgres into a table made before payments had refs.
 func TestLedgerWriteRepeated(t *testing.T) {
-	for _, backend := range []string{"memory", "sqlite", "postgres", "redis"} {
+	for _, backend := range []string{"memory", "sqlite", "postgres", "redis", "mysql"} {
 		t.Run(backend, func(t *testing.T) {
 			led, account, old := ledgerUnderTest(t, backend)
 			ctx := t.Context()
@@ -93,7 +94,7 @@ func TestLedgerWriteRepeated(t *testing.T) {
 // TestLedgerCountEvent: each backend counts every processing of an event,
 // many at once included, and lists the events by id.
 func TestLedgerCountEvent(t *testing.T) {
-	for _, backend := range []string{"memory", "sqlite", "postgres", "redis"} {
+	for _, backend := range []string{"memory", "sqlite", "postgres", "redis", "mysql"} {
 		t.Run(backend, func(t *testing.T) {
 			led, _, _ := ledgerUnderTest(t, backend)
 			ctx := t.Context()
@@ -150,6 +151,8 @@ amount integer NOT NULL CHECK (amount > 0), currency text NOT NULL` + more + `)`
 		oldTable(db.schema+".payments", ", created_at timestamptz NOT NULL DEFAULT now()", func(sql string) { db.exec(t, sql) })
 		db.exec(t, "ALTER TABLE "+db.schema+".payments OWNER TO "+db.role)
 		cfg.databaseURL = db.URL
+	case "mysql":
+		cfg.mysqlDSN = newMySQLTestDB(t).DSN
 	case "redis":
 		cfg.redisURL = redisURL(t)
 		t.Cleanup(func() { removeLedgerKeys(t, cfg, account) })

@@ -25,6 +25,8 @@ type config struct {
 	workers        int
 	lease          time.Duration
 	postgresTx     bool
+	mysqlDSN       string
+	mysqlTx        bool
 	webhookSecret  []byte // nil: no -webhook-secret
 }
 
@@ -37,7 +39,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("example", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", ":8080", "address to listen on")
-	fs.StringVar(&c.store, "store", "", "where idempotency records and payments are kept: memory, sqlite, redis or postgres (default memory, or sqlite with -workers above 1)")
+	fs.StringVar(&c.store, "store", "", "where idempotency records and payments are kept: memory, sqlite, redis, postgres or mysql (default memory, or sqlite with -workers above 1)")
 	fs.StringVar(&c.redisURL, "redis-url", getenv("REDIS_URL"), "Redis URL for -store redis (default $REDIS_URL)")
 	fs.Func("redis-sentinel", "MASTER@HOST:PORT[,HOST:PORT...]: for -store redis, the Redis that these Sentinels name MASTER, instead of -redis-url", func(v string) (err error) {
 		c.sentinelMaster, c.sentinelAddrs, err = parseSentinel(v)
@@ -50,6 +52,8 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&c.workers, "workers", 1, "number of worker processes sharing the port through SO_REUSEPORT (Linux only above 1)")
 	fs.DurationVar(&c.lease, "lease", 30*time.Second, "how long a claim holds a key before another worker may take it over if its owner died")
 	fs.BoolVar(&c.postgresTx, "postgres-tx", true, "with -store postgres, run each payment in the transaction of its idempotency record (false: the plain Postgres store, with leases)")
+	fs.StringVar(&c.mysqlDSN, "mysql-dsn", mysqlDSNDefault(getenv), "MySQL or MariaDB DSN for -store mysql (default $MYSQL_DSN, else "+defaultMySQLDSN+")")
+	fs.BoolVar(&c.mysqlTx, "mysql-tx", true, "with -store mysql, run each payment in the transaction of its idempotency record (false: the plain MySQL store, with leases)")
 	fs.Func("webhook-secret", "check the Stripe-Signature of every POST /webhooks with this secret (whsec_...), refusing unsigned events with 400 (default: not checked)", func(v string) error {
 		if v == "" {
 			return errors.New("want a non-empty secret")
@@ -70,7 +74,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 		}
 	}
 	if _, ok := openers[c.store]; !ok {
-		return config{}, fmt.Errorf("-store %q: want memory, sqlite, redis or postgres", c.store)
+		return config{}, fmt.Errorf("-store %q: want memory, sqlite, redis, postgres or mysql", c.store)
 	}
 	if c.delay < 0 || c.lease <= 0 {
 		return config{}, fmt.Errorf("-delay must be 0 or more and -lease above 0")
@@ -88,7 +92,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 		return config{}, fmt.Errorf("-store memory cannot be used with -workers %d: the memory store "+
 			"keeps its records inside one process, so a duplicate that reaches another worker would "+
 			"run again; use -store sqlite to share keys between the workers of this host (the default "+
-			"with -workers above 1), use -store redis or -store postgres to share them between hosts, "+
+			"with -workers above 1), use -store redis, -store postgres or -store mysql to share them between hosts, "+
 			"or run one worker", c.workers)
 	}
 	if _, port, err := net.SplitHostPort(c.addr); c.workers > 1 && (err != nil || port == "" || port == "0") {
@@ -115,4 +119,15 @@ func parseSentinel(v string) (master string, addrs []string, err error) {
 		addrs = append(addrs, addr)
 	}
 	return master, addrs, nil
+}
+
+// defaultMySQLDSN is -mysql-dsn's default without $MYSQL_DSN: the local
+// server's root and its database test.
+const defaultMySQLDSN = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+
+func mysqlDSNDefault(getenv func(string) string) string {
+	if dsn := getenv("MYSQL_DSN"); dsn != "" {
+		return dsn
+	}
+	return defaultMySQLDSN
 }

@@ -27,17 +27,20 @@ func TestFlagsDefaults(t *testing.T) {
 		workers:     1,
 		lease:       30 * time.Second,
 		postgresTx:  true,
+		mysqlDSN:    defaultMySQLDSN,
+		mysqlTx:     true,
 	}, cfg)
 }
 
 func TestFlagsSet(t *testing.T) {
 	cfg, err := parseFlags([]string{"-addr", "127.0.0.1:9000", "-store", "redis", "-redis-url", "redis://r",
 		"-delay", "300ms", "-workers", "4", "-lease", "2s", "-postgres-tx=false", "-sqlite-path", "/var/lib/x.db",
-		"-webhook-secret", "whsec_1"}, env(nil))
+		"-webhook-secret", "whsec_1", "-mysql-dsn", "app@tcp(db:3306)/pay", "-mysql-tx=false"},
+		env(map[string]string{"MYSQL_DSN": "root@tcp(m)/x"}))
 	require.NoError(t, err)
 	assert.Equal(t, config{addr: "127.0.0.1:9000", store: "redis", redisURL: "redis://r", sqlitePath: "/var/lib/x.db",
 		delay: 300 * time.Millisecond, workers: 4, lease: 2 * time.Second, postgresTx: false,
-		webhookSecret: []byte("whsec_1")}, cfg)
+		webhookSecret: []byte("whsec_1"), mysqlDSN: "app@tcp(db:3306)/pay", mysqlTx: false}, cfg)
 	_, err = parseFlags([]string{"-webhook-secret", ""}, env(nil))
 	require.ErrorContains(t, err, "want a non-empty secret")
 }
@@ -66,7 +69,7 @@ func TestFlagsMemoryStoreRefusesWorkers(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "keeps its records inside one process")
 	assert.Contains(t, err.Error(), "use -store sqlite to share keys between the workers of this host")
-	assert.Contains(t, err.Error(), "use -store redis or -store postgres")
+	assert.Contains(t, err.Error(), "use -store redis, -store postgres or -store mysql")
 }
 
 // TestFlagsStoreDefault: without -store, one worker keeps its records in
@@ -111,5 +114,19 @@ func TestFlagsRefused(t *testing.T) {
 			_, err := parseFlags(args, env(nil))
 			assert.Error(t, err)
 		})
+	}
+}
+
+// TestFlagsMySQLDSN: -mysql-dsn defaults to $MYSQL_DSN, else to the local
+// server's database test.
+func TestFlagsMySQLDSN(t *testing.T) {
+	for environment, want := range map[string]string{
+		"":                     defaultMySQLDSN,
+		"app@tcp(db:3306)/pay": "app@tcp(db:3306)/pay",
+	} {
+		cfg, err := parseFlags([]string{"-store", "mysql"}, env(map[string]string{"MYSQL_DSN": environment}))
+		require.NoError(t, err)
+		assert.Equal(t, want, cfg.mysqlDSN, "MYSQL_DSN=%q", environment)
+		assert.True(t, cfg.mysqlTx, "transactional by default")
 	}
 }

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/go-chi/chi/v5 v5.5.0
+	github.com/go-sql-driver/mysql v1.10.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.23.0
@@ -18,6 +19,8 @@ require (
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 )
+
+require filippo.io/edwards25519 v1.2.0 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -37,6 +40,7 @@ require (
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/seed43327c4c/idempotency/store_mysql v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
@@ -60,3 +64,5 @@ replace (
 	github.com/seed43327c4c/idempotency/store_redis => ../store_redis
 	github.com/seed43327c4c/idempotency/store_sqlite => ../store_sqlite
 )
+
+replace github.com/seed43327c4c/idempotency/store_mysql => ../store_mysql

@@ -263,7 +263,7 @@ func TestExampleRefusesMemoryStoreWithWorkers(t *testing.T) {
 	require.True(t, errors.As(err, &exit), "want a non-zero exit, got %v\n%s", err, out)
 	assert.Equal(t, 2, exit.ExitCode())
 	assert.Contains(t, string(out), "the memory store keeps its records inside one process")
-	assert.Contains(t, string(out), "use -store redis or -store postgres")
+	assert.Contains(t, string(out), "use -store redis, -store postgres or -store mysql")
 }
 
 // postTracked sends one payment request to p in the background, on a

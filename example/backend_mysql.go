@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seed43327c4c/idempotency/store"
+	mysqlstore "github.com/seed43327c4c/idempotency/store_mysql"
+)
+
+// mysqlPaymentsSchema is the ledger's table, with an index for listing one
+// account's payments and a unique ref per payment (Create). The
+// idempotency table comes from mysqlstore's own schema through Migrate.
+const mysqlPaymentsSchema = `
+CREATE TABLE IF NOT EXISTS payments (
+    id         VARCHAR(64)  NOT NULL PRIMARY KEY,
+    account    VARCHAR(255) NOT NULL,
+    amount     INT          NOT NULL CHECK (amount > 0),
+    currency   VARCHAR(16)  NOT NULL,
+    ref        VARCHAR(255),
+    created_at DATETIME(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    UNIQUE KEY payments_ref (ref),
+    KEY payments_account (account, created_at, id)
+) ENGINE = InnoDB`
+
+// mysqlEventsSchema is the table of processed webhook events and their
+// counts.
+const mysqlEventsSchema = `
+CREATE TABLE IF NOT EXISTS webhook_events (
+    id    VARCHAR(255) NOT NULL PRIMARY KEY,
+    count INT          NOT NULL
+) ENGINE = InnoDB`
+
+// mysqlPoolSize bounds each worker's connections: a transactional request
+// holds one while its handler runs, and the store leaves a quarter of
+// them to the owners' calls.
+const mysqlPoolSize = 10
+
+// openMySQL keeps records and payments in MySQL or MariaDB at cfg.mysqlDSN,
+// in the tables idempotency_keys and payments of the DSN's database. It
+// creates both at start-up if they are missing, safely from every worker
+// at once, and runs the store's sweeper in every worker.
+//
+// By default the store is in transactional mode: each protected request
+// runs in a transaction of its own, which the ledger's INSERT joins, so a
+// payment and its idempotency record commit together or not at all. With
+// -mysql-tx=false it is the plain store: claims are leases, and the ledger
+// writes through the pool.
+func openMySQL(ctx context.Context, cfg config) (store.Store, ledger, func(), error) {
+	dsn, err := mysql.ParseDSN(cfg.mysqlDSN)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("-mysql-dsn: %w", err)
+	}
+	connector, err := mysql.NewConnector(dsn)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("-mysql-dsn: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(mysqlPoolSize)
+	db.SetMaxIdleConns(mysqlPoolSize)
+	plain := mysqlstore.New(db)
+	var st store.Store = plain
+	if cfg.mysqlTx {
+		st = mysqlstore.NewTx(db)
+	}
+	if err := migrateMySQL(ctx, db, plain); err != nil {
+		_ = db.Close()
+		return nil, nil, nil, err
+	}
+	sweepCtx, stopSweeper := context.WithCancel(context.Background())
+	swept := plain.StartSweeper(sweepCtx, 0)
+	closeAll := func() {
+		stopSweeper()
+		<-swept
+		_ = db.Close()
+	}
+	return st, &mysqlLedger{db: db, inTx: cfg.mysqlTx}, closeAll, nil
+}
+
+// migrateMySQL creates the idempotency table and the ledger's tables (a
+// CREATE TABLE IF NOT EXISTS, which MySQL runs safely from several
+// sessions at once).
+func migrateMySQL(ctx context.Context, db *sql.DB, st *mysqlstore.Store) error {
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	for _, schema := range []string{mysqlPaymentsSchema, mysqlEventsSchema} {
+		if _, err := db.ExecContext(ctx, schema); err != nil {
+			return fmt.Errorf("creating the ledger's tables: %w", err)
+		}
+	}
+	return nil
+}
+
+// mysqlLedger is a ledger in the payments table, shared by every worker.
+type mysqlLedger struct {
+	db   *sql.DB
+	inTx bool // payments are written through the request's transaction
+}
+
+// mysqlWriter is what the ledger writes through: a pool or a transaction.
+type mysqlWriter interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}
+
+// writer returns what the ledger writes through: in transactional mode the
+// request's transaction (see mysqlstore.Tx), so that a write commits only
+// with the request's idempotency record, and a request without one (which
+// did not pass the middleware) is refused: its write would be unprotected.
+// Otherwise the pool.
+func (l *mysqlLedger) writer(ctx context.Context) (mysqlWriter, error) {
+	if !l.inTx {
+		return l.db, nil
+	}
+	tx, ok := mysqlstore.Tx(ctx)
+	if !ok {
+		return nil, errors.New("the request holds no idempotency transaction")
+	}
+	return tx, nil
+}
+
+// Create inserts the payment unless ref has one, and returns ref's payment.
+func (l *mysqlLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
+	db, err := l.writer(ctx)
+	if err != nil {
+		return payment{}, fmt.Errorf("recording payment: %w", err)
+	}
+	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
+	_, err = db.ExecContext(ctx, `INSERT INTO payments (id, account, amount, currency, ref) VALUES (?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE ref = ref`, p.ID, account, p.Amount, p.Currency, ref)
+	if err == nil { // the row of ref, this one or the one recorded before
+		err = db.QueryRowContext(ctx, `SELECT id, amount, currency FROM payments WHERE ref = ?`, ref).Scan(&p.ID, &p.Amount, &p.Currency)
+	}
+	if err != nil {
+		return payment{}, fmt.Errorf("recording payment: %w", err)
+	}
+	return p, nil
+}
+
+func (l *mysqlLedger) List(ctx context.Context, account string) ([]payment, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT id, amount, currency FROM payments WHERE account = ? ORDER BY created_at, id`, account)
+	if err != nil {
+		return nil, fmt.Errorf("listing payments: %w", err)
+	}
+	defer rows.Close()
+	payments := []payment{}
+	for rows.Next() {
+		var p payment
+		if err := rows.Scan(&p.ID, &p.Amount, &p.Currency); err != nil {
+			return nil, fmt.Errorf("listing payments: %w", err)
+		}
+		payments = append(payments, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing payments: %w", err)
+	}
+	return payments, nil
+}
+
+// CountEvent counts in one statement: LAST_INSERT_ID(expr) hands the row's
+// new count back as the result's insert id.
+func (l *mysqlLedger) CountEvent(ctx context.Context, id string) (int, error) {
+	db, err := l.writer(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("counting event: %w", err)
+	}
+	res, err := db.ExecContext(ctx, `INSERT INTO webhook_events (id, count) VALUES (?, LAST_INSERT_ID(1))
+ON DUPLICATE KEY UPDATE count = LAST_INSERT_ID(count + 1)`, id)
+	var count int64
+	if err == nil {
+		count, err = res.LastInsertId()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("counting event: %w", err)
+	}
+	return int(count), nil
+}
+
+func (l *mysqlLedger) Events(ctx context.Context) ([]eventCount, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT id, count FROM webhook_events ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	defer rows.Close()
+	events := []eventCount{}
+	for rows.Next() {
+		var e eventCount
+		if err := rows.Scan(&e.ID, &e.Count); err != nil {
+			return nil, fmt.Errorf("listing events: %w", err)
+		}
+		events = append(events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	return events, nil
+}
