@@ -23,6 +23,11 @@ const (
 
 	deleteSQL = "DELETE FROM `idempotency_keys` WHERE `key` = ?"
 
+	// forceReleaseSQL frees a record in flight as Release does, keeping the
+	// row so the next claim is fenced above the owner still running, whose
+	// complete, or transaction's commit, then finds its token gone.
+	forceReleaseSQL = "UPDATE `idempotency_keys` SET token = '', held = 0, expires_at = UTC_TIMESTAMP(6) WHERE `key` = ?"
+
 	findSQL = "SELECT LOWER(HEX(`key`)) FROM `idempotency_keys` WHERE `key` BETWEEN ? AND ? AND " + liveSQL + " LIMIT ?"
 )
 
@@ -49,7 +54,7 @@ func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, e
 }
 
 // Delete implements store.Admin. An expired record is removed and reported
-// as none.
+// as none; a forced delete of one in flight releases it.
 func (s *Store) Delete(ctx context.Context, hash string, force bool) (bool, error) {
 	row, err := hashKey(hash)
 	if err != nil {
@@ -65,10 +70,14 @@ func (s *Store) Delete(ctx context.Context, hash string, force bool) (bool, erro
 		if err != nil {
 			return err
 		}
-		if leased && !force {
+		statement := deleteSQL
+		switch {
+		case leased && !force:
 			return store.ErrLeaseLive
+		case leased:
+			statement = forceReleaseSQL
 		}
-		_, err = tx.ExecContext(ctx, s.sql.rewrite.Replace(deleteSQL), row)
+		_, err = tx.ExecContext(ctx, s.sql.rewrite.Replace(statement), row)
 		deleted = live
 		return err
 	})
@@ -83,8 +92,8 @@ func (s *Store) Delete(ctx context.Context, hash string, force bool) (bool, erro
 
 // Find implements store.Admin.
 func (s *Store) Find(ctx context.Context, prefix string, limit int) ([]string, error) {
-	if len(prefix) > 64 || strings.Trim(prefix, "0123456789abcdef") != "" {
-		return nil, fmt.Errorf("mysqlstore: find: prefix %q is not up to 64 lower-case hex digits", prefix)
+	if err := store.CheckHash(prefix, true); err != nil {
+		return nil, fmt.Errorf("mysqlstore: find: %w", err)
 	}
 	if limit < 1 {
 		return nil, nil
@@ -120,11 +129,10 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // hashKey is the key column's value for a store.HashKey.
 func hashKey(hash string) ([]byte, error) {
-	row, err := hex.DecodeString(hash)
-	if err != nil || len(row) != 32 || strings.ToLower(hash) != hash {
-		return nil, fmt.Errorf("%q is not a store.HashKey (64 lower-case hex digits)", hash)
+	if err := store.CheckHash(hash, false); err != nil {
+		return nil, err
 	}
-	return row, nil
+	return hex.DecodeString(hash)
 }
 
 // inTx runs f in a read committed transaction, committed if f returns nil.

@@ -41,7 +41,7 @@ func TestInspect(t *testing.T) {
 		require.False(t, found, key)
 	}
 	_, _, err = s.Inspect(ctx, "ABC")
-	require.ErrorContains(t, err, "is not a store.HashKey")
+	require.ErrorIs(t, err, store.ErrBadHash)
 }
 
 // TestDelete: a done record is deleted; a live lease only when forced; a

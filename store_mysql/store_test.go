@@ -13,8 +13,8 @@ import (
 
 // TestConformance runs the shared store suites: Run against the plain
 // store, with and without the DSN's clientFoundRows and interpolateParams,
-// and the transactional one, and RunTx against the transactional store's
-// transactions.
+// and the transactional one, RunTx against the transactional store's
+// transactions, and RunAdmin against the plain store.
 func TestConformance(t *testing.T) {
 	t.Run("Store", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store { return newTestStore(t) })
@@ -31,6 +31,9 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("TxStore transactions", func(t *testing.T) {
 		storetest.RunTx(t, func(t *testing.T) store.TxStore { return newTestTxStore(t) })
+	})
+	t.Run("Admin", func(t *testing.T) {
+		storetest.RunAdmin(t, func(t *testing.T) store.Admin { return newTestStore(t) })
 	})
 }
 
