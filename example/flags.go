@@ -25,6 +25,7 @@ type config struct {
 	workers        int
 	lease          time.Duration
 	postgresTx     bool
+	sqliteTx       bool
 }
 
 // parseFlags reads the command line. getenv supplies the defaults of
@@ -49,6 +50,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&c.workers, "workers", 1, "number of worker processes sharing the port through SO_REUSEPORT (Linux only above 1)")
 	fs.DurationVar(&c.lease, "lease", 30*time.Second, "how long a claim holds a key before another worker may take it over if its owner died")
 	fs.BoolVar(&c.postgresTx, "postgres-tx", true, "with -store postgres, run each payment in the transaction of its idempotency record (false: the plain Postgres store, with leases)")
+	fs.BoolVar(&c.sqliteTx, "sqlite-tx", true, "with -store sqlite, write each payment in the transaction of its idempotency record, in the same file (false: the plain SQLite store)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}

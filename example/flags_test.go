@@ -27,12 +27,13 @@ func TestFlagsDefaults(t *testing.T) {
 		workers:     1,
 		lease:       30 * time.Second,
 		postgresTx:  true,
+		sqliteTx:    true,
 	}, cfg)
 }
 
 func TestFlagsSet(t *testing.T) {
 	cfg, err := parseFlags([]string{"-addr", "127.0.0.1:9000", "-store", "redis", "-redis-url", "redis://r",
-		"-delay", "300ms", "-workers", "4", "-lease", "2s", "-postgres-tx=false", "-sqlite-path", "/var/lib/x.db"}, env(nil))
+		"-delay", "300ms", "-workers", "4", "-lease", "2s", "-postgres-tx=false", "-sqlite-tx=false", "-sqlite-path", "/var/lib/x.db"}, env(nil))
 	require.NoError(t, err)
 	assert.Equal(t, config{addr: "127.0.0.1:9000", store: "redis", redisURL: "redis://r", sqlitePath: "/var/lib/x.db",
 		delay: 300 * time.Millisecond, workers: 4, lease: 2 * time.Second, postgresTx: false}, cfg)

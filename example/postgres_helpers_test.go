@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -264,4 +265,71 @@ func retryKilled(t *testing.T, p *exampleProc, killed int) stormResponse {
 	requireOncePerKey(t, answers)
 	assert.NotEqual(t, fmt.Sprint(killed), answers[0][0].worker)
 	return answers[0][0]
+}
+
+// requireChaosSurvived has 60 keys x 5 concurrent duplicates sent to p's
+// four workers while kills of them are SIGKILLed at random, one every
+// interval; the supervisor restarts them. The clients retry as real
+// clients do: after a transport error, a 500 or 503 and a 409. At the end
+// the ledger holds exactly one payment per key (each key posts an amount
+// of its own), each the one its clients were answered with (paymentsOf
+// reads the ledger), every key has one completed record (count reads a
+// table), and all of a key's answers are identical. A run's answers may
+// all be replays: a worker can die after its commit and before its
+// response.
+func requireChaosSurvived(t *testing.T, p *exampleProc, kills int, interval time.Duration,
+	paymentsOf func(t *testing.T, amount int) []string, count func(t *testing.T, table, where string) int) {
+	t.Helper()
+	const keys, dups = 60, 5
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+	deadline := time.Now().Add(45 * time.Second)
+	answers := make([][]chaosAnswer, keys)
+	var clients sync.WaitGroup
+	launched := make(chan struct{})
+	began := time.Now()
+	go func() {
+		defer close(launched)
+		// The keys start 60 ms apart, so that the kills below meet
+		// requests of every stage.
+		for k := range keys {
+			answers[k] = make([]chaosAnswer, dups)
+			for d := range dups {
+				clients.Go(func() {
+					answers[k][d] = postUntilCreated(client, p.URL, faultKey("chaos", k), faultBody(k), deadline)
+				})
+			}
+			time.Sleep(60 * time.Millisecond)
+		}
+	}()
+
+	killed := p.killAtRandom(kills, interval)
+	<-launched
+	clients.Wait()
+	t.Logf("chaos: %d keys x %d duplicates in %v, workers killed: %v", keys, dups, time.Since(began).Round(time.Millisecond), killed)
+
+	retried := map[string]int{}
+	for k, got := range answers {
+		fresh := 0
+		for _, a := range got {
+			require.NoError(t, a.err, "key %d", k)
+			require.Equal(t, got[0].stormContent, a.stormContent, "key %d: the answers differ", k)
+			if !a.replayed {
+				fresh++
+			}
+			for what, n := range a.retried {
+				retried[what] += n
+			}
+		}
+		assert.LessOrEqual(t, fresh, 1, "key %d: fresh (not replayed) answers", k)
+		var paid payment
+		require.NoError(t, json.Unmarshal([]byte(got[0].body), &paid), "key %d", k)
+		assert.Equal(t, 100+k, paid.Amount, "key %d", k)
+		assert.Equal(t, []string{paid.ID}, paymentsOf(t, 100+k),
+			"key %d: the ledger holds one payment of its amount, the one its clients were answered with", k)
+	}
+	assert.Equal(t, keys, count(t, "payments", ""), "one payment per key")
+	assert.Equal(t, keys, count(t, "idempotency_keys", "state = 2"), "one completed record per key")
+	t.Logf("chaos: retried %v", retried)
+	assert.Positive(t, retried["transport error"], "no request was cut off by a kill")
+	p.waitWorkers(4)
 }
