@@ -56,13 +56,25 @@ func tableMissing(db *sql.DB, table string) bool {
 // TestExampleStormSQLite: with -workers 4 and no -store, the workers share
 // records and the ledger through one SQLite file; 100 keys x 20 concurrent
 // duplicates give exactly one payment per key, and every duplicate the
-// same answer.
+// same answer. In the transactional mode (the default) each payment holds
+// the file's write lock through its -delay, so the payments are made one
+// at a time: its delay is short.
 func TestExampleStormSQLite(t *testing.T) {
-	f := newSQLiteFile(t)
-	p := startExample(t, "-sqlite-path", f.path, "-workers", "4", "-delay", "300ms")
-	firstLine, _, _ := strings.Cut(p.Log(), "\n")
-	assert.Contains(t, firstLine, "store=sqlite", "with several workers the example defaults to SQLite, and its first log line says so")
-	requireSharedStorm(t, p, f.count)
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"tx", []string{"-delay", "20ms"}},
+		{"plain", []string{"-delay", "300ms", "-sqlite-tx=false"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newSQLiteFile(t)
+			p := startExample(t, append([]string{"-sqlite-path", f.path, "-workers", "4"}, c.args...)...)
+			firstLine, _, _ := strings.Cut(p.Log(), "\n")
+			assert.Contains(t, firstLine, "store=sqlite", "with several workers the example defaults to SQLite, and its first log line says so")
+			requireSharedStorm(t, p, f.count)
+		})
+	}
 }
 
 // TestExampleSQLitePlainWorkerKilled: with the plain SQLite store
