@@ -9,14 +9,12 @@ import (
 )
 
 // TxStore is the transactional mode of the store: a store.TxStore whose
-// requests write through Tx in one transaction with their stored response,
-// so that the handler's rows commit with the record or not at all. The
-// embedded Store serves every plain method on the same table, and both
-// modes may serve one file at once.
+// handlers write through Tx, in the transaction that stores the response.
+// The embedded Store serves the plain methods; both modes may share a file.
 type TxStore struct {
 	*Store
-	// writing is held by the request of this store whose transaction
-	// holds, or waits for, the file's write lock.
+	// writing is held by the request whose transaction holds, or waits
+	// for, the file's write lock.
 	writing turn
 }
 
@@ -28,11 +26,10 @@ func NewTx(db *sql.DB, opts ...Option) *TxStore {
 	return &TxStore{Store: New(db, opts...)}
 }
 
-// BeginClaim implements store.TxStore. It claims key as Claim does, for
-// the store's lease (WithTxLease), which it renews until the request's
-// transaction begins (see Tx): SQLite has one writer at a time, so the
-// transaction takes the file's write lock only when the handler asks for
-// it. A lost claim reports the holder's lease as its TTL.
+// BeginClaim implements store.TxStore. It commits a claim as Claim does,
+// under WithTxLease's lease, renewed until the handler calls Tx: SQLite has
+// one writer, so the write lock is taken only then. A lost claim reports
+// the holder's lease as its TTL.
 func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string) (context.Context, store.Record, store.Tx, error) {
 	rec, claimed, err := s.Claim(ctx, key, fingerprint, token, s.txLease)
 	if err != nil || !claimed {
@@ -44,8 +41,8 @@ func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string
 
 type txKey struct{}
 
-// Querier runs a handler's statements in its request's transaction. It has
-// the methods of *sql.Tx that sqlc's DBTX names, and no way to end it.
+// Querier runs a handler's statements in its request's transaction: the
+// methods of *sql.Tx that sqlc's DBTX names, and no way to end it.
 type Querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
@@ -57,14 +54,11 @@ type Querier interface {
 var ErrNoTx = errors.New("sqlitestore: the request holds no claim of a TxStore")
 
 // Tx returns the transaction of the protected request whose context is
-// ctx, for the handler's writes, beginning it (BEGIN IMMEDIATE) on the
-// first call. From then until the middleware commits or rolls it back, the
-// request holds the file's write lock: every other write of the file waits
-// (within the busy timeout), so call Tx when about to write, not before
-// slow work. It fails with ErrNoTx, or if the lock stays taken past the
-// busy timeout (ErrBusy) or ctx ends: the handler should then answer 503.
-// To undo its writes the handler answers with a status that is not
-// recorded. Use it from one goroutine, and not after the handler returns.
+// ctx, beginning it (BEGIN IMMEDIATE) on the first call; the middleware
+// ends it. Until then the request holds the file's write lock, which every
+// other write waits for: call Tx when about to write. It fails with
+// ErrNoTx, ErrBusy past the busy timeout, or ctx's error (answer 503).
+// Use it from one goroutine, and not after the handler returns.
 func Tx(ctx context.Context) (Querier, error) {
 	c, ok := ctx.Value(txKey{}).(*claimTx)
 	if !ok {

@@ -77,6 +77,19 @@ func runTx(ctx context.Context, s *TxStore, key, run string, commit bool) (claim
 	return true, tx.Commit(ctx, &store.Response{Status: http.StatusCreated, Body: []byte(run)}, time.Hour)
 }
 
+// plainRun is runTx through the plain store s: its row and its record
+// commit apart.
+func plainRun(ctx context.Context, s *Store, key, run string) (claimed bool, err error) {
+	rec, claimed, err := s.Claim(ctx, key, "fp", run, time.Minute)
+	if !claimed {
+		return false, err
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO ledger (key, run) VALUES (?, ?)`, key, run); err != nil {
+		return true, errors.Join(err, s.Release(ctx, key, rec.Owner))
+	}
+	return true, s.Complete(ctx, key, rec.Owner, &store.Response{Status: http.StatusCreated, Body: []byte(run)}, time.Hour)
+}
+
 // ledgerRuns returns the runs the ledger holds for key.
 func ledgerRuns(t testing.TB, db *sql.DB, key string) []string {
 	t.Helper()
@@ -119,13 +132,14 @@ func TestTxAccessor(t *testing.T) {
 }
 
 // TestTxRaceAcrossProcesses: this process and a helper process race
-// requests in transactional mode on the same keys, eight goroutines each:
-// of each key's racers the ledger holds exactly one run, the one whose
-// response the record stores.
+// requests in transactional mode on the same keys, beside plain requests
+// through a handle of their own (plainRun): of each key's 18 racers the
+// ledger holds exactly one run, the one whose response the record stores.
 func TestTxRaceAcrossProcesses(t *testing.T) {
-	const keys, racers = 30, 8
+	const keys, racers = 30, 18
 	path := testFile(t)
 	s := newTestTxStoreOn(t, path)
+	plain := newTestStoreOn(t, path)
 	helper := startHelper(t, path)
 	var (
 		wg      sync.WaitGroup
@@ -134,15 +148,18 @@ func TestTxRaceAcrossProcesses(t *testing.T) {
 	)
 	for k := range keys {
 		key := fmt.Sprint("key-", k)
-		for r := range 2 * racers {
+		for r := range racers {
 			run := fmt.Sprintf("%s-run-%d", key, r)
 			wg.Go(func() {
 				var claimed bool
 				var err error
-				if r%2 == 0 {
+				switch r % 3 {
+				case 0:
 					claimed, err = runTx(context.Background(), s, key, run, true)
-				} else {
+				case 1:
 					claimed, err = helper.runTx(key, run, false)
+				default:
+					claimed, err = plainRun(context.Background(), plain, key, run)
 				}
 				assert.NoError(t, err, run)
 				if claimed {
