@@ -238,3 +238,31 @@ func TestTxMiddleware(t *testing.T) {
 		}
 	}
 }
+
+// TestTxDo: a job run by idempotency.Do on NewTx's store writes through Tx
+// in the claim's transaction: an error rolls its row back with the claim,
+// and a success commits the row with the result later callers get.
+func TestTxDo(t *testing.T) {
+	s := newTestTxStore(t)
+	job := func(fail bool) func(ctx context.Context) ([]byte, error) {
+		return func(ctx context.Context) ([]byte, error) {
+			q, err := Tx(ctx)
+			if err == nil {
+				_, err = q.ExecContext(ctx, `INSERT INTO ledger (key, run) VALUES ('job', 'run')`)
+			}
+			if err == nil && fail {
+				err = errors.New("the job failed after its write")
+			}
+			return []byte("done"), err
+		}
+	}
+	_, err := idempotency.Do(t.Context(), s, "job", job(true))
+	require.Error(t, err)
+	assert.Empty(t, ledgerRuns(t, s.db, "job"), "the failed run's row was rolled back")
+	for range 2 {
+		got, err := idempotency.Do(t.Context(), s, "job", job(false))
+		require.NoError(t, err)
+		assert.Equal(t, "done", string(got))
+	}
+	assert.Equal(t, []string{"run"}, ledgerRuns(t, s.db, "job"), "the job ran once")
+}
