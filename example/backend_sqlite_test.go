@@ -127,11 +127,13 @@ func TestExampleSQLiteTxWorkerKilled(t *testing.T) {
 // TestExampleSQLiteTxChaos: four workers in transactional mode on one
 // SQLite file serve 60 keys x 5 concurrent duplicates while workers are
 // SIGKILLed at random, one every 500 ms, eight times (see
-// requireChaosSurvived). A killed worker's keys are free once their 1 s
-// lease lapses.
+// requireChaosSurvived). Each payment holds the file's write lock through
+// its 20 ms -delay. A killed worker's keys are free once their 10 s lease
+// lapses; the claims' store timeout is half of it (with a 1 s lease, most
+// claims of a loaded machine waited past their 500 ms for the lock: 503).
 func TestExampleSQLiteTxChaos(t *testing.T) {
 	f := newSQLiteFile(t)
-	p := startExample(t, "-store", "sqlite", "-sqlite-path", f.path, "-workers", "4", "-delay", "50ms", "-lease", "1s")
+	p := startExample(t, "-store", "sqlite", "-sqlite-path", f.path, "-workers", "4", "-delay", "20ms", "-lease", "10s")
 	requireChaosSurvived(t, p, 8, 500*time.Millisecond, f.paymentsOf, f.count)
 }
 
