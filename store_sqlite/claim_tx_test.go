@@ -55,10 +55,11 @@ func TestClaimTxEnds(t *testing.T) {
 }
 
 // requireInFlightAtOnce requires a claim of key, which a transaction
-// holds, to report it in flight within a second.
+// holds, to report it in flight within 5 s: the tests hold the write lock
+// until they commit, so a claim that waited for it would never return.
 func requireInFlightAtOnce(t *testing.T, s store.Store, key string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	rec, claimed, err := s.Claim(ctx, key, "fp", "duplicate", time.Minute)
 	require.NoError(t, err, "a duplicate is answered without waiting for the write lock")
@@ -93,10 +94,10 @@ func TestClaimTxWriteLockHoldsOffOtherWrites(t *testing.T) {
 // TestClaimTxRenewsUntilItBegins: a claim whose transaction has not begun
 // keeps its key past its lease; a duplicate finds it in flight.
 func TestClaimTxRenewsUntilItBegins(t *testing.T) {
-	s := newTestTxStore(t, WithTxLease(150*time.Millisecond))
+	s := newTestTxStore(t, WithTxLease(time.Second))
 	_, _, tx, err := s.BeginClaim(t.Context(), "k", "fp", "first")
 	require.NoError(t, err)
-	time.Sleep(600 * time.Millisecond)
+	time.Sleep(3 * time.Second)
 	requireInFlightAtOnce(t, s.Store, "k")
 	require.NoError(t, tx.Commit(t.Context(), nil, time.Hour))
 }
