@@ -64,8 +64,8 @@ func (c *claimTx) renew(ctx context.Context, done chan<- struct{}) {
 }
 
 // begin returns the connection of the request's write transaction,
-// beginning it the first time. The lease is no longer renewed: no other
-// connection can take the key over while this one holds the write lock.
+// beginning it the first time. Once it holds the write lock, the lease is
+// no longer renewed: no other connection can take the key over.
 func (c *claimTx) begin(ctx context.Context) (*sql.Conn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -75,7 +75,6 @@ func (c *claimTx) begin(ctx context.Context) (*sql.Conn, error) {
 	case c.conn != nil:
 		return c.conn, nil
 	}
-	c.stopRenewing()
 	if err := c.s.writing.take(ctx, false); err != nil {
 		return nil, wrap("tx", err)
 	}
@@ -92,6 +91,7 @@ func (c *claimTx) begin(ctx context.Context) (*sql.Conn, error) {
 		c.done(conn)
 		return nil, err
 	}
+	c.stopRenewing()
 	c.conn = conn
 	return conn, nil
 }

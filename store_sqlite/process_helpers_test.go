@@ -70,7 +70,7 @@ func (stdio) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
 func (stdio) Close() error                { return nil }
 
 // helperTxLease is the lease of a helper process's transactional claims.
-const helperTxLease = 300 * time.Millisecond
+const helperTxLease = 2 * time.Second
 
 // Helper is the RPC service of a helper process: one method per Store
 // method, and requests in transactional mode (see runTx).

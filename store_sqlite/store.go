@@ -41,7 +41,7 @@ func WithAbandonedRetention(d time.Duration) Option {
 }
 
 // WithTxLease sets the lease of the claims of NewTx's store: renewed until
-// the request's transaction begins, it frees the key of a request whose
+// the request's transaction holds the write lock, it frees the key of a request whose
 // process died. Defaults to 30 seconds. It panics if d is under a
 // millisecond.
 func WithTxLease(d time.Duration) Option {

@@ -27,8 +27,8 @@ func NewTx(db *sql.DB, opts ...Option) *TxStore {
 }
 
 // BeginClaim implements store.TxStore. It commits a claim as Claim does,
-// under WithTxLease's lease, renewed until the handler calls Tx: SQLite has
-// one writer, so the write lock is taken only then. A lost claim reports
+// under WithTxLease's lease, renewed until the handler's Tx holds the write
+// lock: SQLite has one writer, so the lock is taken only then. A lost claim reports
 // the holder's lease as its TTL.
 func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string) (context.Context, store.Record, store.Tx, error) {
 	rec, claimed, err := s.Claim(ctx, key, fingerprint, token, s.txLease)
