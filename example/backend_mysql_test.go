@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"runtime"
 	"testing"
 
@@ -25,12 +27,12 @@ func TestExampleStormMySQLPlain(t *testing.T) {
 	requireSharedStorm(t, p, db.count)
 }
 
-// TestExampleMySQLTxChaos: TestExamplePostgresTxChaos (see requireTxChaos)
+// TestExampleMySQLTxChaos: TestExamplePostgresTxChaos (see requireChaosSurvived)
 // on MySQL in transactional mode.
 func TestExampleMySQLTxChaos(t *testing.T) {
 	db := newMySQLTestDB(t)
 	p := startExample(t, "-store", "mysql", "-mysql-dsn", db.DSN, "-workers", "4", "-delay", "300ms")
-	requireTxChaos(t, p, db.count, db.paymentsOf)
+	requireChaosSurvived(t, p, 5, 700*time.Millisecond, db.paymentsOf, db.count)
 }
 
 // TestExampleMySQLTxWorkerKilled: the worker running a request is

@@ -137,10 +137,11 @@ func TestExamplePostgresTxWorkerKilled(t *testing.T) {
 	p.waitWorkers(2)
 }
 
-// TestExamplePostgresTxChaos: four workers in transactional mode, five of
-// them SIGKILLed at random while clients retry (see requireTxChaos).
+// TestExamplePostgresTxChaos: four workers in transactional mode serve 60
+// keys x 5 concurrent duplicates while workers are SIGKILLed at random, one
+// every 700 ms, five times (see requireChaosSurvived).
 func TestExamplePostgresTxChaos(t *testing.T) {
 	db := newPGTestDB(t)
 	p := startExample(t, "-store", "postgres", "-database-url", db.URL, "-workers", "4", "-delay", "300ms")
-	requireTxChaos(t, p, db.count, db.paymentsOf)
+	requireChaosSurvived(t, p, 5, 700*time.Millisecond, db.paymentsOf, db.count)
 }

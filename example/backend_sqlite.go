@@ -35,24 +35,35 @@ CREATE TABLE IF NOT EXISTS webhook_events (
 // in every worker. A file that cannot serve (its directory missing, or
 // read-only, locked past the busy timeout, not a database) fails the
 // start-up; later failures make the middleware answer 503.
+//
+// By default the store is in transactional mode: the ledger's INSERT runs
+// in the request's transaction, which stores its idempotency record, so a
+// payment and its record commit together or not at all. That transaction
+// holds the file's write lock from the INSERT to the commit, -delay
+// included, so the workers' payments are written one at a time. With
+// -sqlite-tx=false it is the plain store, and the ledger writes on its own.
 func openSQLite(ctx context.Context, cfg config) (store.Store, ledger, func(), error) {
 	db, err := sqlitestore.Open(ctx, cfg.sqlitePath, 0)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("-sqlite-path: %w", err)
 	}
-	st := sqlitestore.New(db)
-	if err := migrateSQLite(ctx, db, st); err != nil {
+	plain := sqlitestore.New(db)
+	var st store.Store = plain
+	if cfg.sqliteTx {
+		st = sqlitestore.NewTx(db, sqlitestore.WithTxLease(cfg.lease))
+	}
+	if err := migrateSQLite(ctx, db, plain); err != nil {
 		_ = db.Close()
 		return nil, nil, nil, err
 	}
 	sweepCtx, stopSweeper := context.WithCancel(context.Background())
-	swept := st.StartSweeper(sweepCtx, 0)
+	swept := plain.StartSweeper(sweepCtx, 0)
 	closeAll := func() {
 		stopSweeper()
 		<-swept
 		_ = db.Close()
 	}
-	return st, &sqliteLedger{db: db}, closeAll, nil
+	return st, &sqliteLedger{db: db, inTx: cfg.sqliteTx}, closeAll, nil
 }
 
 // migrateSQLite creates the idempotency table and the ledger's table. The
@@ -96,15 +107,32 @@ func createPaymentsTable(ctx context.Context, tx *sql.Tx) error {
 // sqliteLedger is a ledger in the payments table of the SQLite file,
 // shared by every worker of this host.
 type sqliteLedger struct {
-	db *sql.DB
+	db   *sql.DB
+	inTx bool // payments are written through the request's transaction
 }
 
+// writer returns what the ledger writes through: in transactional mode the
+// request's transaction (see sqlitestore.Tx), so that a write commits only
+// with the request's idempotency record, and a request without one is
+// refused: its write would be unprotected. Otherwise db.
+func (l *sqliteLedger) writer(ctx context.Context) (sqlitestore.Querier, error) {
+	if !l.inTx {
+		return l.db, nil
+	}
+	return sqlitestore.Tx(ctx)
+}
+
+// Create inserts the payment unless ref has one, and returns ref's payment.
 func (l *sqliteLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
+	db, err := l.writer(ctx)
+	if err != nil {
+		return payment{}, fmt.Errorf("recording payment: %w", err)
+	}
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
-	_, err := l.db.ExecContext(ctx, `INSERT INTO payments (id, account, amount, currency, ref) VALUES (?, ?, ?, ?, ?)
+	_, err = db.ExecContext(ctx, `INSERT INTO payments (id, account, amount, currency, ref) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (ref) DO NOTHING`, p.ID, account, p.Amount, p.Currency, ref)
 	if err == nil { // the row of ref, this one or the one recorded before
-		err = l.db.QueryRowContext(ctx, `SELECT id, amount, currency FROM payments WHERE ref = ?`, ref).Scan(&p.ID, &p.Amount, &p.Currency)
+		err = db.QueryRowContext(ctx, `SELECT id, amount, currency FROM payments WHERE ref = ?`, ref).Scan(&p.ID, &p.Amount, &p.Currency)
 	}
 	if err != nil {
 		return payment{}, fmt.Errorf("recording payment: %w", err)
@@ -133,8 +161,12 @@ func (l *sqliteLedger) List(ctx context.Context, account string) ([]payment, err
 }
 
 func (l *sqliteLedger) CountEvent(ctx context.Context, id string) (int, error) {
+	db, err := l.writer(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("counting event: %w", err)
+	}
 	var count int
-	err := l.db.QueryRowContext(ctx, `INSERT INTO webhook_events (id, count) VALUES (?, 1)
+	err = db.QueryRowContext(ctx, `INSERT INTO webhook_events (id, count) VALUES (?, 1)
 ON CONFLICT (id) DO UPDATE SET count = count + 1 RETURNING count`, id).Scan(&count)
 	if err != nil {
 		return 0, fmt.Errorf("counting event: %w", err)

@@ -56,30 +56,94 @@ func tableMissing(db *sql.DB, table string) bool {
 // TestExampleStormSQLite: with -workers 4 and no -store, the workers share
 // records and the ledger through one SQLite file; 100 keys x 20 concurrent
 // duplicates give exactly one payment per key, and every duplicate the
-// same answer.
+// same answer. In the transactional mode (the default) each payment holds
+// the file's write lock through its -delay, so the payments are made one
+// at a time: its delay is short.
 func TestExampleStormSQLite(t *testing.T) {
-	f := newSQLiteFile(t)
-	p := startExample(t, "-sqlite-path", f.path, "-workers", "4", "-delay", "300ms")
-	firstLine, _, _ := strings.Cut(p.Log(), "\n")
-	assert.Contains(t, firstLine, "store=sqlite", "with several workers the example defaults to SQLite, and its first log line says so")
-	requireSharedStorm(t, p, f.count)
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"tx", []string{"-delay", "20ms"}},
+		{"plain", []string{"-delay", "300ms", "-sqlite-tx=false"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newSQLiteFile(t)
+			p := startExample(t, append([]string{"-sqlite-path", f.path, "-workers", "4"}, c.args...)...)
+			firstLine, _, _ := strings.Cut(p.Log(), "\n")
+			assert.Contains(t, firstLine, "store=sqlite", "with several workers the example defaults to SQLite, and its first log line says so")
+			requireSharedStorm(t, p, f.count)
+		})
+	}
 }
 
-// TestExampleSQLiteWorkerKilled: the worker running a request is SIGKILLed
-// after it recorded the payment, while it holds the key. Its duplicates get
-// 409 until its lease ends; then exactly one of them takes the key over,
-// under the next fencing number, and runs the handler, which answers with
-// the killed run's payment, and all get that one answer.
-func TestExampleSQLiteWorkerKilled(t *testing.T) {
+// TestExampleSQLitePlainWorkerKilled: with the plain SQLite store
+// (-sqlite-tx=false), the worker running a request is SIGKILLed after it
+// recorded the payment, while it holds the key. Its duplicates get 409
+// until its lease ends; then exactly one of them takes the key over, under
+// the next fencing number, and runs the handler, which answers with the
+// killed run's payment, and all get that one answer.
+func TestExampleSQLitePlainWorkerKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("example: finding the worker that holds a connection reads /proc")
+	}
+	f := newSQLiteFile(t)
+	p := startExample(t, "-store", "sqlite", "-sqlite-tx=false", "-sqlite-path", f.path,
+		"-workers", "2", "-delay", "2s", "-lease", "1s")
+	requireKilledRunTakenOver(t, p, f.count)
+	assert.Equal(t, 1, f.count(t, "idempotency_keys", ""), "one record")
+	assert.Equal(t, 1, f.count(t, "idempotency_keys", "state = 2 AND fence = 2"), "completed, taken over once")
+	p.waitWorkers(2)
+}
+
+// TestExampleSQLiteTxWorkerKilled: the worker running a request is
+// SIGKILLed after the handler inserted the payment and before the commit
+// (during -delay). The payment was written in the request's transaction,
+// which SQLite drops with the process: no payment is left, and the claim,
+// committed apart, holds the key until its lease lapses. The client's
+// retry, sent by several clients at once, creates exactly one payment.
+func TestExampleSQLiteTxWorkerKilled(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("example: finding the worker that holds a connection reads /proc")
 	}
 	f := newSQLiteFile(t)
 	p := startExample(t, "-store", "sqlite", "-sqlite-path", f.path, "-workers", "2", "-delay", "2s", "-lease", "1s")
-	requireKilledRunTakenOver(t, p, f.count)
-	assert.Equal(t, 1, f.count(t, "idempotency_keys", ""), "one record")
+
+	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
+	waitProviderKeys(t, p, 1) // logged once the payment is inserted
+	assert.Zero(t, f.count(t, "payments", ""), "the payment is not visible before the commit")
+	assert.Equal(t, 1, f.count(t, "idempotency_keys", "state = 1"), "the claim is")
+
+	killed := killHolder(t, p, first, holder)
+	assert.Zero(t, f.count(t, "payments", ""), "the killed run left no payment")
+	retryKilled(t, p, killed)
+	assert.Equal(t, 1, f.count(t, "payments", ""), "exactly one payment: the retry's")
+	keys := waitProviderKeys(t, p, 2)
+	assert.Equal(t, keys[0], keys[1], "the retry sends the provider the killed run's key")
 	assert.Equal(t, 1, f.count(t, "idempotency_keys", "state = 2 AND fence = 2"), "completed, taken over once")
 	p.waitWorkers(2)
+}
+
+// TestExampleSQLiteTxChaos: four workers in transactional mode on one
+// SQLite file serve 60 keys x 5 concurrent duplicates while workers are
+// SIGKILLed at random, one every 500 ms, eight times (see
+// requireChaosSurvived). Each payment holds the file's write lock through
+// its 20 ms -delay. A killed worker's keys are free once their 10 s lease
+// lapses; the claims' store timeout is half of it (with a 1 s lease, most
+// claims of a loaded machine waited past their 500 ms for the lock: 503).
+func TestExampleSQLiteTxChaos(t *testing.T) {
+	f := newSQLiteFile(t)
+	p := startExample(t, "-store", "sqlite", "-sqlite-path", f.path, "-workers", "4", "-delay", "20ms", "-lease", "10s")
+	requireChaosSurvived(t, p, 8, 500*time.Millisecond, f.paymentsOf, f.count)
+}
+
+// paymentsOf returns the ids of the payments of amount in the ledger.
+func (f *sqliteFile) paymentsOf(t *testing.T, amount int) []string {
+	t.Helper()
+	rows, err := f.db.Query(`SELECT id FROM payments WHERE amount = ?`, amount)
+	require.NoError(t, err)
+	defer rows.Close()
+	return readJobs(t, rows)
 }
 
 // TestSQLiteFileThatCannotServeFailsStartUp: a missing directory or a file

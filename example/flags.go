@@ -28,6 +28,7 @@ type config struct {
 	mysqlDSN       string
 	mysqlTx        bool
 	webhookSecret  []byte // nil: no -webhook-secret
+	sqliteTx       bool
 }
 
 // parseFlags reads the command line. getenv supplies the defaults of
@@ -61,6 +62,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 		c.webhookSecret = []byte(v)
 		return nil
 	})
+	fs.BoolVar(&c.sqliteTx, "sqlite-tx", true, "with -store sqlite, write each payment in the transaction of its idempotency record, in the same file (false: the plain SQLite store)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}

@@ -29,12 +29,13 @@ func TestFlagsDefaults(t *testing.T) {
 		postgresTx:  true,
 		mysqlDSN:    defaultMySQLDSN,
 		mysqlTx:     true,
+		sqliteTx:    true,
 	}, cfg)
 }
 
 func TestFlagsSet(t *testing.T) {
 	cfg, err := parseFlags([]string{"-addr", "127.0.0.1:9000", "-store", "redis", "-redis-url", "redis://r",
-		"-delay", "300ms", "-workers", "4", "-lease", "2s", "-postgres-tx=false", "-sqlite-path", "/var/lib/x.db",
+		"-delay", "300ms", "-workers", "4", "-lease", "2s", "-postgres-tx=false", "-sqlite-tx=false", "-sqlite-path", "/var/lib/x.db",
 		"-webhook-secret", "whsec_1", "-mysql-dsn", "app@tcp(db:3306)/pay", "-mysql-tx=false"},
 		env(map[string]string{"MYSQL_DSN": "root@tcp(m)/x"}))
 	require.NoError(t, err)

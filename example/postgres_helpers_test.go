@@ -267,20 +267,20 @@ func retryKilled(t *testing.T, p *exampleProc, killed int) stormResponse {
 	return answers[0][0]
 }
 
-// requireTxChaos: p's four workers, in transactional mode, serve 60
-// keys x 5 concurrent duplicates while workers are SIGKILLed at random, one
-// every 700 ms, five times; the supervisor restarts them. The clients retry
-// as real clients do: after a transport error, a 500 or 503 and a 409. At
-// the end the ledger holds exactly one payment per key (each key posts an
-// amount of its own), each the one its clients were answered with, every
-// key has one completed record, and all of a key's answers are identical.
-// A run's answers may all be replays: a worker can die after its commit and
-// before its response. count and paymentsOf read the database.
-func requireTxChaos(t *testing.T, p *exampleProc, count func(t *testing.T, table, where string) int,
-	paymentsOf func(t *testing.T, amount int) []string) {
+// requireChaosSurvived has 60 keys x 5 concurrent duplicates sent to p's
+// four workers while kills of them are SIGKILLed at random, one every
+// interval; the supervisor restarts them. The clients retry as real
+// clients do: after a transport error, a 500 or 503 and a 409. At the end
+// the ledger holds exactly one payment per key (each key posts an amount
+// of its own), each the one its clients were answered with (paymentsOf
+// reads the ledger), every key has one completed record (count reads a
+// table), and all of a key's answers are identical. A run's answers may
+// all be replays: a worker can die after its commit and before its
+// response.
+func requireChaosSurvived(t *testing.T, p *exampleProc, kills int, interval time.Duration,
+	paymentsOf func(t *testing.T, amount int) []string, count func(t *testing.T, table, where string) int) {
 	t.Helper()
-	const keys, dups, kills = 60, 5, 5
-
+	const keys, dups = 60, 5
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	deadline := time.Now().Add(45 * time.Second)
 	answers := make([][]chaosAnswer, keys)
@@ -302,7 +302,7 @@ func requireTxChaos(t *testing.T, p *exampleProc, count func(t *testing.T, table
 		}
 	}()
 
-	killed := p.killAtRandom(kills, 700*time.Millisecond)
+	killed := p.killAtRandom(kills, interval)
 	<-launched
 	clients.Wait()
 	t.Logf("chaos: %d keys x %d duplicates in %v, workers killed: %v", keys, dups, time.Since(began).Round(time.Millisecond), killed)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -151,5 +152,85 @@ func directPair(db *sql.DB) func(ctx context.Context, key string) error {
 		_, err = db.ExecContext(ctx, completeSQL, row, []byte(storetest.BenchToken), fence,
 			int(store.StateCompleted), benchResponse.Status, header, benchResponse.Body, int64(86400000))
 		return err
+	}
+}
+
+// BenchmarkTxRequest measures what the transactional mode costs against
+// the plain store, in one process through one handle: a request is a
+// claim of a new key, one ledger INSERT, work (a sleep standing for the
+// rest of the handler, after the INSERT) and the stored response, made by
+// goroutines at once. In the plain mode the INSERT commits on its own and
+// the requests overlap; in the transactional mode it runs in the
+// request's transaction, which holds the file's write lock until the
+// commit, so the requests' transactions run one at a time.
+func BenchmarkTxRequest(b *testing.B) {
+	for _, work := range []time.Duration{0, 10 * time.Millisecond} {
+		for _, goroutines := range []int{1, 4, 16} {
+			for _, mode := range []string{"plain", "tx"} {
+				b.Run(fmt.Sprintf("work=%v/goroutines=%d/%s", work, goroutines, mode), func(b *testing.B) {
+					s := newTestTxStore(b)
+					request := plainRequest(s.Store, work)
+					if mode == "tx" {
+						request = txRequest(s, work)
+					}
+					var next atomic.Int64
+					errs := make(chan error, goroutines)
+					b.ResetTimer()
+					var wg sync.WaitGroup
+					for range goroutines {
+						wg.Go(func() {
+							for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
+								if err := request(context.Background(), strconv.FormatInt(n, 10)); err != nil {
+									errs <- err
+									return
+								}
+							}
+						})
+					}
+					wg.Wait()
+					b.StopTimer()
+					close(errs)
+					require.NoError(b, <-errs)
+					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+				})
+			}
+		}
+	}
+}
+
+// benchInsert is the handler's INSERT in BenchmarkTxRequest.
+const benchInsert = `INSERT INTO ledger (key, run) VALUES (?, 'bench')`
+
+// plainRequest is BenchmarkTxRequest's request through the plain store.
+func plainRequest(s *Store, work time.Duration) func(ctx context.Context, key string) error {
+	return func(ctx context.Context, key string) error {
+		rec, claimed, err := s.Claim(ctx, key, storetest.BenchFingerprint, storetest.BenchToken, 30*time.Second)
+		if err != nil || !claimed {
+			return fmt.Errorf("claim %q: claimed %v, err %v", key, claimed, err)
+		}
+		if _, err := s.db.ExecContext(ctx, benchInsert, key); err != nil {
+			return err
+		}
+		time.Sleep(work)
+		return s.Complete(ctx, key, rec.Owner, benchResponse, 24*time.Hour)
+	}
+}
+
+// txRequest is BenchmarkTxRequest's request in transactional mode.
+func txRequest(s *TxStore, work time.Duration) func(ctx context.Context, key string) error {
+	return func(ctx context.Context, key string) error {
+		txCtx, _, tx, err := s.BeginClaim(ctx, key, storetest.BenchFingerprint, storetest.BenchToken)
+		if err != nil || tx == nil {
+			return fmt.Errorf("claim %q: claimed %v, err %v", key, tx != nil, err)
+		}
+		q, err := Tx(txCtx)
+		if err == nil {
+			_, err = q.ExecContext(txCtx, benchInsert, key)
+		}
+		if err != nil {
+			return errors.Join(err, tx.Rollback(ctx))
+		}
+		time.Sleep(work)
+		return tx.Commit(ctx, benchResponse, 24*time.Hour)
 	}
 }

@@ -42,12 +42,16 @@ func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease 
 // Complete implements store.Store, with Renew's rule for a lapsed lease.
 // It wakes this Store's watchers of key.
 func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
+	return s.endingExec(ctx, "complete", completeSQL, key, owner, completion(resp, retention)...)
+}
+
+// completion is completeSQL's arguments from ?4 on: resp (nil: not
+// replayable) kept for retention.
+func completion(resp *store.Response, retention time.Duration) []any {
 	if resp == nil {
-		return s.endingExec(ctx, "complete", completeSQL, key, owner,
-			int(store.StateUnreplayable), nil, nil, nil, retention.Milliseconds())
+		return []any{int(store.StateUnreplayable), nil, nil, nil, retention.Milliseconds()}
 	}
-	return s.endingExec(ctx, "complete", completeSQL, key, owner,
-		int(store.StateCompleted), resp.Status, headercodec.Encode(resp.Header), resp.Body, retention.Milliseconds())
+	return []any{int(store.StateCompleted), resp.Status, headercodec.Encode(resp.Header), resp.Body, retention.Milliseconds()}
 }
 
 // Release implements store.Store. It wakes this Store's watchers of key.
@@ -61,8 +65,7 @@ func (s *Store) ownerExec(ctx context.Context, op string, k kind, sql, key strin
 	if owner.Token == "" {
 		return store.ErrNotOwner
 	}
-	args = append([]any{store.HashKey(key), []byte(owner.Token), owner.Fence}, args...)
-	n, err := s.exec(ctx, op, k, sql, args...)
+	n, err := s.exec(ctx, op, k, sql, ownerArgs(key, owner, args)...)
 	if err != nil {
 		return err
 	}
@@ -70,6 +73,12 @@ func (s *Store) ownerExec(ctx context.Context, op string, k kind, sql, key strin
 		return store.ErrNotOwner
 	}
 	return nil
+}
+
+// ownerArgs is an owner's statement's arguments: key, token and fence,
+// then args.
+func ownerArgs(key string, owner store.Lease, args []any) []any {
+	return append([]any{store.HashKey(key), []byte(owner.Token), owner.Fence}, args...)
 }
 
 // exec runs query in its turn (see write) and returns the rows it changed.

@@ -54,7 +54,7 @@ func serveHelper(path string) int {
 	}
 	defer db.Close()
 	srv := rpc.NewServer()
-	if err := srv.Register(&Helper{s: New(db)}); err != nil {
+	if err := srv.Register(&Helper{s: NewTx(db, WithTxLease(helperTxLease))}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -69,9 +69,12 @@ func (stdio) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
 func (stdio) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
 func (stdio) Close() error                { return nil }
 
+// helperTxLease is the lease of a helper process's transactional claims.
+const helperTxLease = 2 * time.Second
+
 // Helper is the RPC service of a helper process: one method per Store
-// method.
-type Helper struct{ s *Store }
+// method, and requests in transactional mode (see runTx).
+type Helper struct{ s *TxStore }
 
 // Call is one Store call sent to a helper process.
 type Call struct {
@@ -120,20 +123,66 @@ func (h *Helper) Release(c Call, r *Reply) error {
 	return nil
 }
 
+// TxRun runs a request in transactional mode on c.Key, committed, as run
+// c.Token (see runTx).
+func (h *Helper) TxRun(c Call, r *Reply) error {
+	var err error
+	r.Claimed, err = runTx(context.Background(), h.s, c.Key, c.Token, true)
+	r.set(err)
+	return nil
+}
+
+// TxHold runs a request as TxRun does, short of its commit: its
+// transaction stays open, holding the file's write lock.
+func (h *Helper) TxHold(c Call, r *Reply) error {
+	var err error
+	r.Claimed, err = runTx(context.Background(), h.s, c.Key, c.Token, false)
+	r.set(err)
+	return nil
+}
+
 // helperStore is a store.Store served by a helper process.
-type helperStore struct{ client *rpc.Client }
+type helperStore struct {
+	client *rpc.Client
+	cmd    *exec.Cmd
+}
 
 // startHelper starts a helper process serving path, stopped when the test
 // ends.
 func startHelper(t *testing.T, path string) *helperStore {
 	t.Helper()
-	cmd, stdin, stdout := startChild(t, helperEnv+"="+path)
-	client := rpc.NewClient(pipes{stdout, stdin})
+	h := spawnHelper(t, path)
 	t.Cleanup(func() {
-		_ = client.Close()
-		require.NoError(t, cmd.Wait(), "helper process")
+		_ = h.client.Close()
+		require.NoError(t, h.cmd.Wait(), "helper process")
 	})
-	return &helperStore{client: client}
+	return h
+}
+
+// spawnHelper starts a helper process serving path; the caller ends it.
+func spawnHelper(t *testing.T, path string) *helperStore {
+	t.Helper()
+	cmd, stdin, stdout := startChild(t, helperEnv+"="+path)
+	return &helperStore{client: rpc.NewClient(pipes{stdout, stdin}), cmd: cmd}
+}
+
+// kill SIGKILLs the helper process and waits for it to exit.
+func (h *helperStore) kill(t *testing.T) {
+	t.Helper()
+	require.NoError(t, h.cmd.Process.Kill())
+	_ = h.cmd.Wait()
+	_ = h.client.Close()
+}
+
+// runTx runs c.Key's request in the helper process (see Helper.TxRun), or
+// only holds it open if hold.
+func (h *helperStore) runTx(key, run string, hold bool) (claimed bool, err error) {
+	method := "TxRun"
+	if hold {
+		method = "TxHold"
+	}
+	r, err := h.call(method, Call{Key: key, Token: run})
+	return r.Claimed, err
 }
 
 // pipes is a child process's stdout and stdin as one connection.

@@ -21,6 +21,7 @@ type Store struct {
 	turn      turn
 	watches   watches
 	pollEvery time.Duration
+	txLease   time.Duration
 }
 
 var _ store.Store = (*Store)(nil)
@@ -39,6 +40,17 @@ func WithAbandonedRetention(d time.Duration) Option {
 	return func(s *Store) { s.abandoned = d }
 }
 
+// WithTxLease sets the lease of the claims of NewTx's store: renewed until
+// the request's transaction holds the write lock, it frees the key of a request whose
+// process died. Defaults to 30 seconds. It panics if d is under a
+// millisecond.
+func WithTxLease(d time.Duration) Option {
+	if d < time.Millisecond {
+		panic("sqlitestore: WithTxLease expects d >= 1ms")
+	}
+	return func(s *Store) { s.txLease = d }
+}
+
 // WithLogger sets the logger for the errors of the sweeper and of Watch's
 // poller. Defaults to slog.Default(). It panics if logger is nil.
 func WithLogger(logger *slog.Logger) Option {
@@ -55,7 +67,8 @@ func New(db *sql.DB, opts ...Option) *Store {
 	if db == nil {
 		panic("sqlitestore: New expects a non-nil db")
 	}
-	s := &Store{db: db, logger: slog.Default(), abandoned: 24 * time.Hour, pollEvery: pollInterval}
+	s := &Store{db: db, logger: slog.Default(), abandoned: 24 * time.Hour, pollEvery: pollInterval,
+		txLease: 30 * time.Second}
 	for _, opt := range opts {
 		opt(s)
 	}
