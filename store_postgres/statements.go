@@ -19,9 +19,12 @@ var migrationsSQL = []string{schemaSQL}
 // configured (validated and quoted) table name.
 type statements struct {
 	migrations    []string
+	claimNew      string
+	claimLive     string
 	claim         string
 	renew         string
 	complete      string
+	completed     string
 	release       string
 	deleteExpired string
 	pages         string
@@ -39,9 +42,12 @@ func newStatements(table string) statements {
 	}
 	return statements{
 		migrations:    migrations,
+		claimNew:      r.Replace(claimNewSQL),
+		claimLive:     r.Replace(claimLiveSQL),
 		claim:         r.Replace(claimSQL),
 		renew:         r.Replace(renewSQL),
 		complete:      r.Replace(completeSQL),
+		completed:     r.Replace(completedSQL),
 		release:       r.Replace(releaseSQL),
 		deleteExpired: r.Replace(deleteExpiredSQL),
 		pages:         r.Replace(pagesSQL),
