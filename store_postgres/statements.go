@@ -10,9 +10,12 @@ import (
 //go:embed schema.sql
 var schemaSQL string
 
+//go:embed migration2.sql
+var migration2SQL string
+
 // migrationsSQL holds the migrations in order: the nth brings a table to
 // schema version n, and records it in the table's comment.
-var migrationsSQL = []string{schemaSQL}
+var migrationsSQL = []string{schemaSQL, migration2SQL}
 
 // statements holds the store's SQL. Every statement is written against the
 // default table name, as schema.sql is, and rewritten once by New for the
