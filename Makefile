@@ -6,8 +6,10 @@
 # make bench:    every benchmark six times into .bench/new.txt, compared by
 #                benchstat with the previous run, then the middleware's
 #                targets (.ci/bench-middleware), the waiting duplicates'
-#                (.ci/bench-wait), and the stores' side-by-side
-#                comparisons with redis-benchmark, pgbench and database/sql.
+#                (.ci/bench-wait), the stores' side-by-side
+#                comparisons with redis-benchmark, pgbench and database/sql,
+#                and the ratios to the Go peers (.ci/bench-peers, when
+#                PEERBENCH and PEERBENCH_PEERS name the harness and peers).
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 
@@ -68,6 +70,6 @@ bench:
 	else \
 		go run $(BENCHSTAT) .bench/new.txt; \
 	fi
-	$(WITH_SERVICES) for script in .ci/bench-middleware .ci/bench-wait .ci/bench-redis .ci/bench-postgres .ci/bench-mysql .ci/bench-sqlite; do \
+	$(WITH_SERVICES) for script in .ci/bench-middleware .ci/bench-wait .ci/bench-redis .ci/bench-postgres .ci/bench-mysql .ci/bench-sqlite .ci/bench-peers; do \
 		if [ -x "$$script" ]; then "$$script"; fi; \
 	done

@@ -73,28 +73,22 @@ func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, e
 		return store.Record{}, false, fmt.Errorf("pgstore: inspect: %w", err)
 	}
 	var (
-		held   bool
-		state  int16
-		fp     []byte
-		fence  int64
-		status *int32
-		header [][]byte
-		body   []byte
-		ttl    int64
+		held bool
+		r    claimRow
 	)
 	err = s.retry(ctx, func() error {
 		return s.pool.QueryRow(ctx, s.sql.inspect, row, lockHash(row)).
-			Scan(&held, &state, &fp, &fence, &status, &header, &body, &ttl)
+			Scan(&held, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.ttl)
 	})
 	switch {
 	case err != nil:
 		return store.Record{}, false, fmt.Errorf("pgstore: inspect: %w", err)
-	case state == 0 && !held:
+	case r.state == 0 && !held:
 		return store.Record{State: store.StateInFlight}, true, nil
-	case state == 0:
+	case r.state == 0:
 		return store.Record{}, false, nil
 	}
-	return rowRecord(state, fp, fence, status, header, body, ttl), true, nil
+	return r.record(""), true, nil
 }
 
 // Delete implements store.Admin in one transaction. A row in flight is

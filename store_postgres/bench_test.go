@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -49,6 +50,36 @@ func benchStore(b *testing.B) *Store {
 // (hot-%) and the table's and indexes' size per record (bytes/record).
 func BenchmarkClaimComplete(b *testing.B) {
 	s := benchStore(b)
+	runPairs(b, s, func(ctx context.Context, key string) error {
+		rec, claimed, err := s.Claim(ctx, key, storetest.BenchFingerprint, storetest.BenchToken, 30*time.Second)
+		if err != nil || !claimed {
+			return fmt.Errorf("claim: claimed %v, err %v", claimed, err)
+		}
+		return s.Complete(ctx, key, rec.Owner, benchResponse, 24*time.Hour)
+	})
+	b.ReportMetric(bytesPerRecord(b, s, b.N), "bytes/record")
+	s.pool.Close()
+	b.ReportMetric(hotShare(b, s, b.N), "hot-%")
+}
+
+// BenchmarkTxClaimCommit measures what a first request costs the
+// transactional mode: a BeginClaim of a new key and the Commit of its
+// response, with no write of the handler's. Compare pairs/s with
+// BenchmarkClaimComplete.
+func BenchmarkTxClaimCommit(b *testing.B) {
+	s := &TxStore{Store: benchStore(b)}
+	runPairs(b, s.Store, func(ctx context.Context, key string) error {
+		_, _, tx, err := s.BeginClaim(ctx, key, storetest.BenchFingerprint, storetest.BenchToken)
+		if err != nil || tx == nil {
+			return fmt.Errorf("begin claim: claimed %v, err %v", tx != nil, err)
+		}
+		return tx.Commit(ctx, benchResponse, 24*time.Hour)
+	})
+}
+
+// runPairs times pair on b.N new keys from benchConns goroutines, reports
+// pairs/s, and requires every key completed in s's table.
+func runPairs(b *testing.B, s *Store, pair func(ctx context.Context, key string) error) {
 	ctx := context.Background()
 	prefix := testTable(b)
 	var seq atomic.Int64
@@ -57,13 +88,8 @@ func BenchmarkClaimComplete(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			key := prefix + strconv.FormatInt(seq.Add(1), 10)
-			rec, claimed, err := s.Claim(ctx, key, storetest.BenchFingerprint, storetest.BenchToken, 30*time.Second)
-			if err != nil || !claimed {
-				b.Errorf("claim %q: claimed %v, err %v", key, claimed, err)
-				return
-			}
-			if err := s.Complete(ctx, key, rec.Owner, benchResponse, 24*time.Hour); err != nil {
-				b.Errorf("complete %q: %v", key, err)
+			if err := pair(ctx, key); err != nil {
+				b.Errorf("%q: %v", key, err)
 				return
 			}
 		}
@@ -71,9 +97,6 @@ func BenchmarkClaimComplete(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 	b.StopTimer()
 	requireAllCompleted(b, s, b.N)
-	b.ReportMetric(bytesPerRecord(b, s, b.N), "bytes/record")
-	s.pool.Close()
-	b.ReportMetric(hotShare(b, s, b.N), "hot-%")
 }
 
 // BenchmarkPgbench runs the minimal pair through pgbench, as prepared

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -91,11 +93,34 @@ const staleAttempts = 10
 // serialization failure instead.
 var errStaleSnapshot = errors.New("snapshot made stale by a concurrent commit on the same key")
 
-// Claim implements store.Store in one round trip, and one more for each
-// concurrent commit that makes its snapshot stale. The lease is counted in
-// whole microseconds on the database's clock. A key held by an open
-// transaction is reported in flight at once, with TTL 0 and the caller's
-// own fingerprint, since the holder's row cannot be seen.
+// claimNewSQL claims key $1, if it has no row, for fingerprint $2 under
+// token $3 for a lease of $4 microseconds; its lock number is claimSQL's
+// ($5). It is claimSQL's "Inserted" alone, the whole work of a first
+// request: with the shared lock held, no transaction holds the key, so ON
+// CONFLICT waits at most for a plain claim's statement.
+const claimNewSQL = `
+INSERT INTO idempotency_keys (key, fingerprint, state, token, fence, expires_at)
+SELECT $1::bytea, $2::bytea, 1, $3::bytea, 1, statement_timestamp() + $4::bigint * interval '1 microsecond'
+WHERE pg_try_advisory_xact_lock_shared(` + claimLockSQL + `$5::bigint)
+ON CONFLICT (key) DO NOTHING`
+
+// claimLiveSQL reads key $1's row while it is live, and whether it is in
+// flight under token $2: claimSQL's read, without the lock. A row it does
+// not return is left to claimSQL.
+const claimLiveSQL = `
+SELECT t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.state = 1 AND t.token = $2::bytea,
+       (extract(epoch FROM t.expires_at - clock_timestamp()) * 1000000)::bigint
+FROM idempotency_keys AS t
+WHERE t.key = $1 AND t.expires_at > statement_timestamp()`
+
+// Claim implements store.Store. A new key costs one round trip
+// (claimNewSQL), a live one two (claimLiveSQL); anything else (an expired
+// row to take over, a key an open transaction holds) runs claimSQL, which
+// takes one more for each concurrent commit that makes its snapshot stale.
+// The lease is counted in whole microseconds on the database's clock. A
+// key held by an open transaction is reported in flight at once, with TTL
+// 0 and the caller's own fingerprint, since the holder's row cannot be
+// seen.
 func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
 	if token == "" {
 		return store.Record{}, false, fmt.Errorf("pgstore: claim: %w", store.ErrEmptyToken)
@@ -103,6 +128,57 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	if err := s.requireCurrent(ctx); err != nil {
 		return store.Record{}, false, fmt.Errorf("pgstore: claim: %w", err)
 	}
+	row := rowKey(key)
+	var inserted bool
+	err := s.retry(ctx, func() error {
+		tag, err := s.db.Exec(ctx, s.sql.claimNew, row, []byte(fingerprint), []byte(token), lease.Microseconds(), lockHash(row))
+		inserted = tag.RowsAffected() == 1
+		return err
+	})
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	if inserted {
+		rec := store.Record{State: store.StateInFlight, Fingerprint: fingerprint, Owner: store.Lease{Token: token, Fence: 1},
+			TTL: lease.Truncate(time.Microsecond)}
+		return rec, true, nil
+	}
+	var (
+		rec     store.Record
+		claimed bool
+		live    bool
+	)
+	err = s.retry(ctx, func() (err error) {
+		rec, claimed, live, err = s.readLive(ctx, row, token)
+		return err
+	})
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	if live {
+		return rec, claimed, nil
+	}
+	return s.claimAny(ctx, key, fingerprint, token, lease)
+}
+
+// readLive runs claimLiveSQL; live is false when it found no live row.
+func (s *Store) readLive(ctx context.Context, row []byte, token string) (rec store.Record, claimed, live bool, err error) {
+	var r claimRow
+	err = s.db.QueryRow(ctx, s.sql.claimLive, row, []byte(token)).
+		Scan(&r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.claimed, &r.ttl)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.Record{}, false, false, nil
+	case err != nil:
+		return store.Record{}, false, false, err
+	case r.ttl <= 0: // lapsed since the statement began
+		return store.Record{}, false, false, nil
+	}
+	return r.record(token), r.claimed, true, nil
+}
+
+// claimAny is Claim by claimSQL alone.
+func (s *Store) claimAny(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
 	for range staleAttempts {
 		var (
 			rec     store.Record
@@ -126,50 +202,55 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 // claimOnce runs claimSQL once on db; errStaleSnapshot means run it again.
 func (s *Store) claimOnce(ctx context.Context, db querier, key, fingerprint, token string, lease time.Duration, exclusive bool) (store.Record, bool, error) {
 	var (
-		held, claimed bool
-		state         int16
-		fp            []byte
-		fence         int64
-		status        *int32
-		header        [][]byte
-		body          []byte
-		ttl           int64
+		held bool
+		r    claimRow
 	)
 	row := rowKey(key)
 	err := db.QueryRow(ctx, s.sql.claim, row, []byte(fingerprint), []byte(token), lease.Microseconds(),
 		lockHash(row), exclusive).
-		Scan(&held, &claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
+		Scan(&held, &r.claimed, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.ttl)
 	if serializationFailure(err) {
 		return store.Record{}, false, errStaleSnapshot
 	}
 	if err != nil {
 		return store.Record{}, false, err
 	}
-	live := state != 0 && ttl > 0
+	live := r.state != 0 && r.ttl > 0
 	switch {
-	case !claimed && !live && held:
+	case !r.claimed && !live && held:
 		return store.Record{}, false, errStaleSnapshot
-	case !claimed && !live:
+	case !r.claimed && !live:
 		// An open transaction holds the key; its row is not visible.
 		return store.Record{State: store.StateInFlight, Fingerprint: fingerprint}, false, nil
 	}
-	rec := rowRecord(state, fp, fence, status, header, body, ttl)
-	if claimed {
-		rec.Owner.Token = token
-	}
-	return rec, claimed, nil
+	return r.record(token), r.claimed, nil
 }
 
-// rowRecord is the record a row's columns hold, ttl in microseconds.
-func rowRecord(state int16, fp []byte, fence int64, status *int32, header [][]byte, body []byte, ttl int64) store.Record {
+// claimRow is a key's row as claimSQL and claimLiveSQL return it.
+type claimRow struct {
+	claimed     bool
+	state       int16
+	fingerprint []byte
+	fence       int64
+	status      *int32
+	header      [][]byte
+	body        []byte
+	ttl         int64 // microseconds
+}
+
+// record is r as a store.Record; token is the owner's if r was claimed.
+func (r *claimRow) record(token string) store.Record {
 	rec := store.Record{
-		State:       store.State(state),
-		Fingerprint: string(fp),
-		Owner:       store.Lease{Fence: fence},
-		TTL:         time.Duration(ttl) * time.Microsecond,
+		State:       store.State(r.state),
+		Fingerprint: string(r.fingerprint),
+		Owner:       store.Lease{Fence: r.fence},
+		TTL:         time.Duration(r.ttl) * time.Microsecond,
 	}
-	if rec.State == store.StateCompleted && status != nil {
-		rec.Response = &store.Response{Status: int(*status), Header: decodeHeader(header), Body: body}
+	if r.claimed {
+		rec.Owner.Token = token
+	}
+	if rec.State == store.StateCompleted && r.status != nil {
+		rec.Response = &store.Response{Status: int(*r.status), Header: decodeHeader(r.header), Body: r.body}
 	}
 	return rec
 }

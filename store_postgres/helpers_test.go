@@ -322,8 +322,8 @@ type requestCosts struct {
 // calls write (unless nil; an error answers 500) and answers 201, and
 // checks what a first request, a replay, a reused key and a conflict with a
 // request in flight cost, as rt counts them. It first warms up conns
-// connections, with as many first requests at once, so that each has
-// prepared every statement.
+// connections, with as many first requests at once and their replays, so
+// that each has prepared every statement.
 func requireCosts(t *testing.T, rt *roundTrips, st store.Store, write func(r *http.Request) error, conns int, want requestCosts) {
 	t.Helper()
 	entered, proceed := make(chan struct{}, conns), make(chan struct{})
@@ -362,6 +362,9 @@ func requireCosts(t *testing.T, rt *roundTrips, st store.Store, write func(r *ht
 	}
 	close(proceed)
 	warm.Wait()
+	for i := range conns { // and a replay's statements
+		assert.Equal(t, http.StatusCreated, send("/slow", fmt.Sprintf("warm-%d", i), "a").Code)
+	}
 
 	var w *httptest.ResponseRecorder
 	assertCost := func(kind string, want cost, f func()) {

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -49,6 +50,46 @@ func TestMigrateConcurrently(t *testing.T) {
 	}
 }
 
+// checksV1 adds to a table schema.sql made the CHECK constraints that
+// schema version 1 had.
+const checksV1 = `ALTER TABLE %s ADD CONSTRAINT key_is_sha256 CHECK (octet_length(key) = 32),
+ADD CHECK (state IN (1, 2, 3))`
+
+// TestMigrateFromVersion1: workers that call Migrate at once on a table of
+// schema version 1, in a schema of its own and named with and without it,
+// bring it to version 2 without its CHECK constraints, keeping its rows.
+func TestMigrateFromVersion1(t *testing.T) {
+	t.Parallel()
+	p := testPool(t)
+	ctx := context.Background()
+	schema := testSchema(t, p)
+	s := New(p, WithSchema(schema), WithTable("keys"))
+	_, err := p.Exec(ctx, s.sql.migrations[0])
+	require.NoError(t, err)
+	_, err = p.Exec(ctx, fmt.Sprintf(checksV1, s.name))
+	require.NoError(t, err)
+	_, err = p.Exec(ctx, `INSERT INTO `+s.name+` (key, fingerprint, state, token, fence, expires_at)
+VALUES ($1, 'fp', 1, 't', 1, now() + interval '1 minute')`, rowKey("k"))
+	require.NoError(t, err)
+
+	onPath := ownPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.RuntimeParams["search_path"] = schema })
+	spellings := []*Store{s, New(onPath, WithTable("keys"))}
+	const workers = 8
+	errs := make([]error, workers)
+	storetest.Together(workers, func(i int) { errs[i] = spellings[i%2].Migrate(ctx) })
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	var checks int
+	require.NoError(t, p.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'c'`,
+		s.name).Scan(&checks))
+	assert.Zero(t, checks)
+	rec, claimed, err := s.Claim(ctx, "k", "fp", "t", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, claimed, "the version 1 row is kept: its owner claims it again")
+	assert.Equal(t, int64(1), rec.Owner.Fence)
+}
+
 // TestMigrateChecksVersion: Claim and BeginClaim refuse a table that is not
 // at this package's schema version, and Migrate refuses one whose version
 // it cannot tell or does not know.
@@ -59,7 +100,7 @@ func TestMigrateChecksVersion(t *testing.T) {
 		name, comment, migrateErr string
 	}{
 		{name: "no version", comment: "made by hand", migrateErr: "records no schema version"},
-		{name: "later version", comment: "pgstore schema version 2", migrateErr: "later than this package's 1"},
+		{name: "later version", comment: "pgstore schema version 3", migrateErr: "later than this package's 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -82,7 +123,7 @@ func TestMigrateChecksVersion(t *testing.T) {
 		t.Parallel()
 		s := New(testPool(t), WithTable(testTable(t)))
 		_, _, err := s.Claim(ctx, "k", "fp", "x", time.Minute)
-		require.ErrorContains(t, err, "schema version 0, not 1: run Migrate")
+		require.ErrorContains(t, err, "schema version 0, not 2: run Migrate")
 	})
 }
 

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,24 +25,19 @@ WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
 
 	// completeSQL stores state $4 and the response ($5 status, $6 header,
 	// $7 body, all NULL when not replayable) for $8 microseconds, and
-	// wakes the key's watchers (see wakeSQL). A row already done under
-	// token $2 and fence $3 (a Complete sent again after its reply was
-	// lost) counts as one row, again, and is left as it is: again sees the
-	// row as it was before the UPDATE, so a row the UPDATE completes is
-	// counted once. again comes first, where the table's name cannot mean
-	// done.
+	// wakes the key's watchers (see wakeSQL).
 	completeSQL = `
-WITH again AS (
-    SELECT FROM idempotency_keys WHERE key = $1 AND token = $2 AND fence = $3 AND state <> 1
-), done AS (
+WITH done AS (
     UPDATE idempotency_keys
     SET state = $4, status = $5, header = $6, body = $7,
         expires_at = statement_timestamp() + $8::bigint * interval '1 microsecond'
     WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1
     RETURNING key
-)` + wakeSQL + `
-UNION ALL
-SELECT NULL FROM again`
+)` + wakeSQL
+
+	// completedSQL finds key $1 done under token $2 and fence $3: a
+	// Complete sent again after its reply was lost.
+	completedSQL = `SELECT FROM idempotency_keys WHERE key = $1 AND token = $2 AND fence = $3 AND state <> 1`
 
 	// releaseSQL ends the lease and clears the token. The row stays in
 	// flight, so the next claim takes it over with a higher fence.
@@ -65,11 +61,15 @@ func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease 
 // database's statement_timestamp(). A lease that has lapsed but was
 // neither taken over nor swept is still the owner's and may be completed;
 // a row the owner completed already is left as it is, and Complete
-// returns nil.
+// returns nil (after a second round trip that finds it).
 func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
 	state, status, header, body := completion(resp)
-	return s.ownerExec(ctx, "complete", s.sql.complete, key, owner,
+	err := s.ownerExec(ctx, "complete", s.sql.complete, key, owner,
 		int16(state), status, header, body, retention.Microseconds())
+	if errors.Is(err, store.ErrNotOwner) && owner.Token != "" {
+		return s.ownerExec(ctx, "complete", s.sql.completed, key, owner)
+	}
+	return err
 }
 
 // completion is what completeSQL stores for resp.

@@ -10,18 +10,24 @@ import (
 //go:embed schema.sql
 var schemaSQL string
 
+//go:embed migration2.sql
+var migration2SQL string
+
 // migrationsSQL holds the migrations in order: the nth brings a table to
 // schema version n, and records it in the table's comment.
-var migrationsSQL = []string{schemaSQL}
+var migrationsSQL = []string{schemaSQL, migration2SQL}
 
 // statements holds the store's SQL. Every statement is written against the
 // default table name, as schema.sql is, and rewritten once by New for the
 // configured (validated and quoted) table name.
 type statements struct {
 	migrations     []string
+	claimNew       string
+	claimLive      string
 	claim          string
 	renew          string
 	complete       string
+	completed      string
 	release        string
 	deleteExpired  string
 	pages          string
@@ -44,9 +50,12 @@ func newStatements(table string) statements {
 	}
 	return statements{
 		migrations:     migrations,
+		claimNew:       r.Replace(claimNewSQL),
+		claimLive:      r.Replace(claimLiveSQL),
 		claim:          r.Replace(claimSQL),
 		renew:          r.Replace(renewSQL),
 		complete:       r.Replace(completeSQL),
+		completed:      r.Replace(completedSQL),
 		release:        r.Replace(releaseSQL),
 		deleteExpired:  r.Replace(deleteExpiredSQL),
 		pages:          r.Replace(pagesSQL),

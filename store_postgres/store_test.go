@@ -60,8 +60,8 @@ func TestRoundTripsPerRequest(t *testing.T) {
 	s := newTestStoreOn(t, countedPool(t, rt, 1))
 	requireCosts(t, rt, s, nil, 1, requestCosts{
 		first:    cost{2, "claim, complete"},
-		replay:   cost{1, "claim"},
-		reused:   cost{1, "claim"},
-		conflict: cost{1, "claim"},
+		replay:   cost{2, "claim of a new key, read of a live one"},
+		reused:   cost{2, "claim of a new key, read of a live one"},
+		conflict: cost{2, "claim of a new key, read of a live one"},
 	})
 }
