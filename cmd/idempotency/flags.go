@@ -31,7 +31,7 @@ type storeConfig struct {
 	kind   string
 	url    string
 	prefix string // Redis
-	table  string // Postgres
+	table  string // Postgres, MySQL
 	schema string // Postgres
 }
 
@@ -49,9 +49,9 @@ func parseCommand(args []string, stderr io.Writer) (command, error) {
 	fs := flag.NewFlagSet("idempotency "+c.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.store.kind, "store", "", "where the records are: "+strings.Join(storeKinds(), ", "))
-	fs.StringVar(&c.store.url, "url", "", "the store: a Redis URL (a Cluster's with addr= parameters naming more nodes), a PostgreSQL URL, or an SQLite file")
+	fs.StringVar(&c.store.url, "url", "", "the store: a Redis URL (a Cluster's with addr= parameters naming more nodes), a PostgreSQL URL, a MySQL DSN, or an SQLite file")
 	fs.StringVar(&c.store.prefix, "prefix", "idempotency:", "Redis: the store's key prefix (redisstore.WithPrefix)")
-	fs.StringVar(&c.store.table, "table", "idempotency_keys", "PostgreSQL: the store's table (pgstore.WithTable)")
+	fs.StringVar(&c.store.table, "table", "idempotency_keys", "PostgreSQL and MySQL: the store's table (pgstore.WithTable, mysqlstore.WithTable)")
 	fs.StringVar(&c.store.schema, "schema", "", "PostgreSQL: the table's schema (pgstore.WithSchema); default: the search path")
 	fs.StringVar(&c.scope, "scope", "", "a request's scope, as the application's WithScope names it (often the account), or a job's (DoScope)")
 	fs.StringVar(&c.method, "method", "POST", "a request's method")

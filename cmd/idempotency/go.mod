@@ -3,9 +3,11 @@ module github.com/seed43327c4c/idempotency/cmd/idempotency
 go 1.26.0
 
 require (
+	github.com/go-sql-driver/mysql v1.10.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/seed43327c4c/idempotency v0.0.0-00010101000000-000000000000
+	github.com/seed43327c4c/idempotency/store_mysql v0.0.0-00010101000000-000000000000
 	github.com/seed43327c4c/idempotency/store_postgres v0.0.0-00010101000000-000000000000
 	github.com/seed43327c4c/idempotency/store_redis v0.0.0-00010101000000-000000000000
 	github.com/seed43327c4c/idempotency/store_sqlite v0.0.0-00010101000000-000000000000
@@ -13,6 +15,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -35,6 +38,7 @@ require (
 
 replace (
 	github.com/seed43327c4c/idempotency => ../../
+	github.com/seed43327c4c/idempotency/store_mysql => ../../store_mysql
 	github.com/seed43327c4c/idempotency/store_postgres => ../../store_postgres
 	github.com/seed43327c4c/idempotency/store_redis => ../../store_redis
 	github.com/seed43327c4c/idempotency/store_sqlite => ../../store_sqlite

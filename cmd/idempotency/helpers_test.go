@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency/store"
+	mysqlstore "github.com/seed43327c4c/idempotency/store_mysql"
 	pgstore "github.com/seed43327c4c/idempotency/store_postgres"
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 	sqlitestore "github.com/seed43327c4c/idempotency/store_sqlite"
@@ -35,6 +37,7 @@ var targets = []target{
 	{name: "redis cluster", open: redisClusterTarget},
 	{name: "postgres", open: postgresTarget},
 	{name: "sqlite", open: sqliteTarget},
+	{name: "mysql", open: mysqlTarget},
 }
 
 // forEachTarget runs test against each target, as parallel subtests.
@@ -147,4 +150,23 @@ func sqliteTarget(t *testing.T) ([]string, store.Store) {
 	s := sqlitestore.New(db)
 	require.NoError(t, s.Migrate(context.Background()))
 	return []string{"-store", "sqlite", "-url", path}, s
+}
+
+// mysqlTarget is a store on MYSQL_DSN in a table of its own, dropped with
+// its claim procedure when the test ends.
+func mysqlTarget(t *testing.T) ([]string, store.Store) {
+	dsn := env(t, "MYSQL_DSN")
+	db, err := sql.Open("mysql", dsn)
+	require.NoError(t, err)
+	table := "cmd_test_" + strings.ToLower(rand.Text())
+	s := mysqlstore.New(db, mysqlstore.WithTable(table))
+	require.NoError(t, s.Migrate(context.Background()))
+	t.Cleanup(func() {
+		for _, drop := range []string{"DROP PROCEDURE `" + table + "_claim`", "DROP TABLE `" + table + "`"} {
+			_, err := db.ExecContext(context.Background(), drop)
+			require.NoError(t, err)
+		}
+		_ = db.Close()
+	})
+	return []string{"-store", "mysql", "-url", dsn, "-table", table}, s
 }

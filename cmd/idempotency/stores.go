@@ -17,6 +17,7 @@ var openers = map[string]opener{
 	"redis":    openRedis,
 	"postgres": openPostgres,
 	"sqlite":   openSQLite,
+	"mysql":    openMySQL,
 }
 
 func storeKinds() []string { return slices.Sorted(maps.Keys(openers)) }
