@@ -141,20 +141,8 @@ ON CONFLICT (ref) DO NOTHING`, p.ID, account, p.Amount, p.Currency, ref)
 }
 
 func (l *sqliteLedger) List(ctx context.Context, account string) ([]payment, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT id, amount, currency FROM payments WHERE account = ? ORDER BY rowid`, account)
+	payments, err := queryAll(ctx, l.db, paymentFields, `SELECT id, amount, currency FROM payments WHERE account = ? ORDER BY rowid`, account)
 	if err != nil {
-		return nil, fmt.Errorf("listing payments: %w", err)
-	}
-	defer rows.Close()
-	payments := []payment{}
-	for rows.Next() {
-		var p payment
-		if err := rows.Scan(&p.ID, &p.Amount, &p.Currency); err != nil {
-			return nil, fmt.Errorf("listing payments: %w", err)
-		}
-		payments = append(payments, p)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing payments: %w", err)
 	}
 	return payments, nil
@@ -175,20 +163,8 @@ ON CONFLICT (id) DO UPDATE SET count = count + 1 RETURNING count`, id).Scan(&cou
 }
 
 func (l *sqliteLedger) Events(ctx context.Context) ([]eventCount, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT id, count FROM webhook_events ORDER BY id`)
+	events, err := queryAll(ctx, l.db, eventFields, `SELECT id, count FROM webhook_events ORDER BY id`)
 	if err != nil {
-		return nil, fmt.Errorf("listing events: %w", err)
-	}
-	defer rows.Close()
-	events := []eventCount{}
-	for rows.Next() {
-		var e eventCount
-		if err := rows.Scan(&e.ID, &e.Count); err != nil {
-			return nil, fmt.Errorf("listing events: %w", err)
-		}
-		events = append(events, e)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing events: %w", err)
 	}
 	return events, nil
