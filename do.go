@@ -63,8 +63,6 @@ func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Cont
 	return j.wait(ctx)
 }
 
-const doFingerprint = "idempotency.Do"
-
 // The statuses of Do's stored result and final error.
 const (
 	doResultStatus = http.StatusOK
