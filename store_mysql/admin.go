@@ -53,8 +53,8 @@ func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, e
 	return rec, true, nil
 }
 
-// Delete implements store.Admin. An expired record is removed and reported
-// as none; a forced delete of one in flight releases it.
+// Delete implements store.Admin. An expired record is left alone and
+// reported as none; a forced delete of one in flight releases it.
 func (s *Store) Delete(ctx context.Context, hash string, force bool) (bool, error) {
 	row, err := hashKey(hash)
 	if err != nil {
@@ -64,8 +64,8 @@ func (s *Store) Delete(ctx context.Context, hash string, force bool) (bool, erro
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var live, leased bool
 		err := tx.QueryRowContext(ctx, s.sql.rewrite.Replace(lockForDeleteSQL), row).Scan(&live, &leased)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
+		if errors.Is(err, sql.ErrNoRows) || err == nil && !live {
+			return nil // an expired row is left to the next claim's takeover, which keeps its fence
 		}
 		if err != nil {
 			return err
@@ -78,7 +78,7 @@ func (s *Store) Delete(ctx context.Context, hash string, force bool) (bool, erro
 			statement = forceReleaseSQL
 		}
 		_, err = tx.ExecContext(ctx, s.sql.rewrite.Replace(statement), row)
-		deleted = live
+		deleted = err == nil
 		return err
 	})
 	if errors.Is(err, store.ErrLeaseLive) {

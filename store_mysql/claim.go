@@ -85,13 +85,14 @@ type claimRow struct {
 	header, body  []byte
 	ttl           int64 // microseconds
 	lockName      string
+	lockedOut     bool // another session holds the key's named lock
 }
 
 // scanClaim reads a claim's row; errStale means the row it read was
 // neither its own nor live, and a plain claim runs again.
 func scanClaim(row *sql.Row) (claimRow, error) {
 	var r claimRow
-	err := row.Scan(&r.claimed, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.ttl, &r.live, &r.lockName)
+	err := row.Scan(&r.claimed, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.ttl, &r.live, &r.lockName, &r.lockedOut)
 	if err != nil {
 		return claimRow{}, err
 	}

@@ -3,6 +3,7 @@ package mysqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
@@ -68,9 +69,10 @@ func (s *TxStore) beginClaim(ctx context.Context, key, fingerprint, token string
 }
 
 // claimOn runs the claim procedure on a connection of its own and, if it
-// won, begins the transaction there. A key whose lock another transaction
+// won, begins the transaction there. A key whose lock another session
 // holds, with no live row to show, is in flight with the caller's
-// fingerprint.
+// fingerprint. On an error the connection is discarded, never pooled: the
+// procedure may have failed while holding the key's lock.
 func (s *TxStore) claimOn(ctx context.Context, key, fingerprint, token string) (store.Record, *claimTx, error) {
 	// Commit runs the pool's prepared complete statement on the claim's
 	// connection: it is prepared now, before this request holds one.
@@ -83,15 +85,16 @@ func (s *TxStore) claimOn(ctx context.Context, key, fingerprint, token string) (
 		return store.Record{}, nil, err
 	}
 	r, err := scanClaim(conn.QueryRowContext(ctx, s.sql.txClaim(rowKey(key), []byte(fingerprint), []byte(token))))
-	if errors.Is(err, errStale) && r.state == 0 {
+	switch {
+	case errors.Is(err, errStale) && (r.state == 0 || r.lockedOut):
 		_ = conn.Close()
 		return store.Record{State: store.StateInFlight, Fingerprint: fingerprint}, nil, nil
-	}
-	if err != nil || !r.claimed {
+	case err != nil:
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = conn.Close()
+		return store.Record{}, nil, err
+	case !r.claimed:
 		_ = conn.Close() // the procedure released the lock it took
-		if err != nil {
-			return store.Record{}, nil, err
-		}
 		rec, err := r.record(token)
 		return rec, nil, err
 	}
@@ -132,8 +135,8 @@ func (c *claimTx) Commit(ctx context.Context, resp *store.Response, retention ti
 			n, err = res.RowsAffected()
 		}
 		if err == nil && n == 0 {
-			// Only the handler, through the transaction, can have
-			// changed the claimed row.
+			// The handler, through the transaction, or a forced
+			// Delete changed the claimed row.
 			err = store.ErrNotOwner
 		}
 		if err != nil {

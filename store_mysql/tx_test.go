@@ -111,6 +111,30 @@ func TestLostConnectionFreesTheKey(t *testing.T) {
 	require.Equal(t, 0, paid(t, s.db, book, "k"), "the lost transaction's row was rolled back")
 }
 
+// TestForcedDeleteOfAnOpenTransaction: a forced Delete frees a key an open
+// transaction holds; until that transaction ends, transactional claims of
+// the key find it in flight (its named lock is still held), a plain claim
+// takes it over with a higher fence, and the transaction cannot commit.
+func TestForcedDeleteOfAnOpenTransaction(t *testing.T) {
+	s := newTestTxStore(t)
+	_, rec, tx, err := s.BeginClaim(context.Background(), "k", "fp", newToken())
+	require.NoError(t, err)
+	require.NotNil(t, tx)
+	deleted, err := s.Delete(context.Background(), store.HashKey("k"), true)
+	require.NoError(t, err)
+	require.True(t, deleted)
+
+	_, held, lost, err := s.BeginClaim(context.Background(), "k", "fp", newToken())
+	require.NoError(t, err, "a key whose lock another transaction holds is in flight, not an error")
+	require.Nil(t, lost)
+	require.Equal(t, store.StateInFlight, held.State)
+	taken, claimed, err := s.Claim(context.Background(), "k", "fp", newToken(), longLease)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	require.Greater(t, taken.Owner.Fence, rec.Owner.Fence)
+	require.ErrorIs(t, tx.Commit(context.Background(), &store.Response{Status: 201}, longLease), store.ErrNotOwner)
+}
+
 // TestPlainAndTransactionalTogether: plain and transactional middlewares
 // on one table, each request 8 times at once across both, run each
 // payment exactly once.

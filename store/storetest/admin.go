@@ -132,9 +132,10 @@ func testForcedDeleteFencesTheOwnerOut(t *testing.T, s store.Admin) {
 }
 
 // testDeleteMissing: deleting a key without a live record reports false
-// and no error, forced or not.
+// and no error, forced or not, and keeps a lapsed lease's fence, so the
+// next claim is still fenced above the owner that may still run.
 func testDeleteMissing(t *testing.T, s store.Admin) {
-	mustClaim(t, s, "lapsed", "fp", shortLease)
+	lapsed := mustClaim(t, s, "lapsed", "fp", shortLease)
 	sleepPastShortLease()
 	for _, key := range []string{"never", "lapsed"} {
 		for _, force := range []bool{false, true} {
@@ -143,6 +144,8 @@ func testDeleteMissing(t *testing.T, s store.Admin) {
 			require.False(t, deleted, "Delete(%q, force %v)", key, force)
 		}
 	}
+	next := mustClaim(t, s, "lapsed", "fp", longLease)
+	require.Greater(t, next.Fence, lapsed.Fence, "the claim after a lapsed lease is fenced above it")
 }
 
 // testFindByPrefix: Find lists the live records whose hash has the
