@@ -141,6 +141,7 @@ func (j *job) wait(ctx context.Context) ([]byte, error) {
 func (j *job) stored(rec store.Record) (result []byte, err error, done bool) {
 	switch {
 	case rec.Fingerprint != j.cfg.fingerprint:
+		j.decided(OutcomeKeyReused)
 		return nil, ErrKeyReused, true
 	case rec.State == store.StateInFlight:
 		return nil, nil, false

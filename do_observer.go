@@ -21,6 +21,7 @@ func DoObserver(o Observer) DoOption {
 //     DoNotRecord, a lost lease), so the job may run again;
 //   - replayed: a stored result or Final error was returned;
 //   - key_in_flight: ErrInFlight, at once or after DoWait;
+//   - key_reused: ErrKeyReused;
 //   - not_replayable: ErrNotStored;
 //   - store_unavailable: the claim failed, or the record after fn ran.
 type JobEvent struct {

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -80,6 +81,8 @@ func TestDoObserver(t *testing.T) {
 			[]idempotency.JobEvent{ran(idempotency.OutcomeReleased)}},
 		{"a panic", []jobFn{func(context.Context) ([]byte, error) { panic("boom") }},
 			[]idempotency.JobEvent{ran(idempotency.OutcomeReleased)}},
+		{"another fingerprint", []jobFn{result, nil},
+			[]idempotency.JobEvent{ran(idempotency.OutcomeExecuted), answered(idempotency.OutcomeKeyReused)}},
 	} {
 		for mode, s := range bothModes() {
 			t.Run(tc.name+"/"+mode, func(t *testing.T) {
@@ -87,7 +90,7 @@ func TestDoObserver(t *testing.T) {
 				for _, fn := range tc.calls {
 					func() {
 						defer func() { _ = recover() }()
-						_, _ = idempotency.Do(t.Context(), s, "job", fn, events.option())
+						_, _ = idempotency.Do(t.Context(), s, "job", fn, events.option(), idempotency.DoFingerprint(strconv.FormatBool(fn == nil)))
 					}()
 				}
 				if tc.name == "a result, then its replay" {
