@@ -78,8 +78,9 @@ func DoScope(scope string) DoOption {
 }
 
 // DoErrorHandler sets the function told of store errors Do does not return, a
-// lost lease included (fn's context then ends with cause ErrLeaseLost).
-// Defaults to slog.Default.
+// lost lease included (fn's context then ends with cause ErrLeaseLost), each
+// a *RecordError. Defaults to logging with slog.Default: the error, the
+// record's key_hash and its fence.
 func DoErrorHandler(handle func(ctx context.Context, err error)) DoOption {
 	if handle == nil {
 		panic("idempotency: DoErrorHandler expects a function")
@@ -87,10 +88,18 @@ func DoErrorHandler(handle func(ctx context.Context, err error)) DoOption {
 	return func(c *doConfig) { c.errorHandler = handle }
 }
 
-func (c *doConfig) reportError(ctx context.Context, err error) {
-	if c.errorHandler != nil {
-		c.errorHandler(ctx, err)
+// reportError tells the error handler of err, from a store call on j's
+// record under fence (0 if none), as a *RecordError; the default handler
+// logs its key_hash and fence, never the key.
+func (j *job) reportError(ctx context.Context, fence int64, err error) {
+	re := &RecordError{Scope: j.cfg.scope, ClientKey: j.clientKey, Key: j.key, Fence: fence, Err: err}
+	if j.cfg.errorHandler != nil {
+		j.cfg.errorHandler(ctx, re)
 		return
 	}
-	slog.Default().ErrorContext(ctx, "idempotency: store error in Do", "err", err)
+	attrs := []any{"err", err, "key_hash", re.KeyHash()}
+	if fence > 0 {
+		attrs = append(attrs, "fence", fence)
+	}
+	slog.Default().ErrorContext(ctx, "idempotency: store error in Do", attrs...)
 }

@@ -74,7 +74,7 @@ func (r *jobRun) release(owner store.Lease) {
 	ctx := r.j.recordContext(r.parent)
 	defer ctx.stop()
 	if err := resend(ctx, func(ctx context.Context) error { return r.j.store.Release(ctx, r.j.key, owner) }); err != nil {
-		r.j.cfg.reportError(r.parent, fmt.Errorf("idempotency: release: %w", err))
+		r.j.reportError(r.parent, owner.Fence, fmt.Errorf("idempotency: release: %w", err))
 	}
 }
 
@@ -84,7 +84,7 @@ func (r *jobRun) renewalContext() context.Context { return r.parent }
 // context, with ErrLeaseLost as its cause, so the report comes before Do
 // returns.
 func (r *jobRun) renewalFailed(err error) {
-	r.j.cfg.reportError(r.parent, err)
+	r.j.reportError(r.parent, r.c.fence, err)
 	if errors.Is(err, store.ErrNotOwner) {
 		r.cancel(ErrLeaseLost)
 	}
@@ -101,7 +101,7 @@ func (j *job) runInTx(ctx, txCtx context.Context, owner store.Lease, tx store.Tx
 		if !decided { // fn panicked
 			j.fnReturned(started)
 			j.decided(OutcomeReleased)
-			j.rollback(ctx, tx)
+			j.rollback(ctx, owner.Fence, tx)
 		}
 	}()
 	result, err := j.fn(fnCtx)
@@ -111,7 +111,7 @@ func (j *job) runInTx(ctx, txCtx context.Context, owner store.Lease, tx store.Tx
 	resp := outcome(fnCtx, result, err)
 	if resp == nil {
 		j.decided(OutcomeReleased)
-		j.rollback(ctx, tx)
+		j.rollback(ctx, owner.Fence, tx)
 		return result, err
 	}
 	rctx := j.recordContext(ctx)
@@ -125,10 +125,10 @@ func (j *job) runInTx(ctx, txCtx context.Context, owner store.Lease, tx store.Tx
 }
 
 // rollback abandons fn's transaction, its writes and the claim.
-func (j *job) rollback(ctx context.Context, tx store.Tx) {
+func (j *job) rollback(ctx context.Context, fence int64, tx store.Tx) {
 	rctx := j.recordContext(ctx)
 	defer rctx.stop()
 	if err := tx.Rollback(rctx); err != nil {
-		j.cfg.reportError(ctx, fmt.Errorf("idempotency: rollback: %w", err))
+		j.reportError(ctx, fence, fmt.Errorf("idempotency: rollback: %w", err))
 	}
 }

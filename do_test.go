@@ -327,6 +327,10 @@ func TestDoLostLease(t *testing.T) {
 		mu.Lock()
 		require.NotEmpty(t, reported)
 		require.ErrorIs(t, reported[0], store.ErrNotOwner)
+		var re *idempotency.RecordError
+		require.ErrorAs(t, reported[0], &re, "the handler is told which record")
+		require.Equal(t, idempotency.DoStorageKey("", "k"), re.Key)
+		require.Equal(t, int64(1), re.Fence)
 		mu.Unlock()
 	})
 	t.Run("taken over", func(t *testing.T) {

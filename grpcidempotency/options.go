@@ -2,6 +2,7 @@ package grpcidempotency
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -62,8 +63,17 @@ func (c *config) doOptions() []idempotency.DoOption {
 	return opts
 }
 
+// logError logs err with its record's key_hash and fence when it names one
+// (an *idempotency.RecordError from Do), never the key.
 func logError(ctx context.Context, err error) {
-	slog.Default().ErrorContext(ctx, "grpcidempotency: store error", "err", err)
+	attrs := []any{"err", err}
+	if re := (*idempotency.RecordError)(nil); errors.As(err, &re) {
+		attrs = append(attrs, "key_hash", re.KeyHash())
+		if re.Fence > 0 {
+			attrs = append(attrs, "fence", re.Fence)
+		}
+	}
+	slog.Default().ErrorContext(ctx, "grpcidempotency: store error", attrs...)
 }
 
 // WithKeyRequired answers InvalidArgument to a call without a key. Defaults
@@ -119,8 +129,9 @@ func WithRecordPolicy(record func(fullMethod string, code codes.Code) bool) Opti
 }
 
 // WithErrorHandler sets the function told of every store error and of a
-// reply that could not be stored; it may be called concurrently. Defaults
-// to logging at Error with slog.Default.
+// reply that could not be stored; it may be called concurrently. Store
+// errors are *idempotency.RecordError. Defaults to logging at Error with
+// slog.Default, with the record's key_hash and fence.
 func WithErrorHandler(handle func(ctx context.Context, err error)) Option {
 	if handle == nil {
 		panic("grpcidempotency: WithErrorHandler expects a non-nil function")
