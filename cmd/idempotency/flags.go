@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -34,6 +35,11 @@ type storeConfig struct {
 	table  string // Postgres, MySQL
 	schema string // Postgres
 }
+
+// sqlName is what pgstore and mysqlstore take as a table or schema name
+// (the longest they take aside), so a bad one is a usage error, not
+// their panic.
+var sqlName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,49}$`)
 
 // errUsage marks an error in the command line: exit status 2.
 var errUsage = errors.New("usage")
@@ -76,7 +82,7 @@ func parseCommand(args []string, stderr io.Writer) (command, error) {
 // check refuses a command line that names no store or not one record.
 func (c *command) check(rest []string) error {
 	named := 0
-	for _, set := range []bool{c.key != "" || c.route != "", c.job != "", c.hash != "" || c.scope != "" && c.job == "" && c.key == "" && c.route == ""} {
+	for _, set := range []bool{c.key != "" || c.route != "", c.job != "", c.hash != "", c.scope != "" && c.job == "" && c.key == "" && c.route == ""} {
 		if set {
 			named++
 		}
@@ -96,6 +102,8 @@ func (c *command) check(rest []string) error {
 		return fmt.Errorf("-hash %q: want 1 to 64 lower-case hex digits", c.hash)
 	case c.timeout <= 0:
 		return errors.New("-timeout must be above 0")
+	case !sqlName.MatchString(c.store.table) || c.store.schema != "" && !sqlName.MatchString(c.store.schema):
+		return fmt.Errorf("-table %q, -schema %q: want lower-case letters, digits and _, not first a digit", c.store.table, c.store.schema)
 	}
 	return nil
 }

@@ -28,6 +28,9 @@ func TestUsageErrors(t *testing.T) {
 		{"force on inspect", append([]string{"inspect", "-force", "-job", "j"}, store...), "flag provided but not defined: -force"},
 		{"argument left", append([]string{"delete", "-job", "j"}, append(store, "extra")...), `unexpected argument "extra"`},
 		{"bad timeout", append([]string{"delete", "-job", "j", "-timeout", "0s"}, store...), "-timeout must be above 0"},
+		{"bad table", append([]string{"inspect", "-job", "j", "-table", "Keys; DROP"}, store...), `-table "Keys; DROP"`},
+		{"bad schema", append([]string{"inspect", "-job", "j", "-schema", "1s"}, store...), `-schema "1s"`},
+		{"scope with hash", append([]string{"inspect", "-hash", "ab", "-scope", "acct"}, store...), "name one record"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
