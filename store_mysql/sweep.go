@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -43,10 +44,16 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 		n   int
 		err error
 	)
-	for range staleAttempts {
+	for attempt := range staleAttempts {
 		n, err = s.deleteExpired(ctx, batch)
 		if !isDeadlock(err) {
 			break
+		}
+		// Sweepers that deadlocked once would meet again if they all ran
+		// again at once: each waits a random while, longer every time.
+		select {
+		case <-ctx.Done():
+		case <-time.After(rand.N(time.Duration(attempt+1) * 10 * time.Millisecond)):
 		}
 	}
 	if err != nil {
@@ -57,7 +64,7 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 
 // deleteExpired runs one batch in a transaction. Sweepers racing on one
 // table can deadlock on the index entries of the rows they delete; the
-// server then rolls one batch back, which runs again.
+// server then rolls one batch back, which runs again after a random pause.
 func (s *Store) deleteExpired(ctx context.Context, batch int) (int, error) {
 	var n int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
