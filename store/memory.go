@@ -98,8 +98,8 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	now := m.now()
 	h := m.records.hash(key)
 	i := m.records.find(h, key)
-	if i >= 0 && m.records.slots[i].expires > now {
-		r := m.records.slots[i]
+	if i >= 0 && m.records.at(i).expires > now {
+		r := *m.records.at(i)
 		if r.heldBy(Lease{Token: token, Fence: r.fence}) {
 			m.mu.Unlock()
 			return r.owned(now), true, nil
@@ -130,10 +130,10 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 // viewOf returns slot i's record as a duplicate sees it at now, its
 // response decoded once for every later duplicate to share.
 func (m *Memory) viewOf(i int32, now time.Duration) Record {
-	r := m.records.slots[i]
+	r := *m.records.at(i)
 	if r.decode() && m.bytes+r.decoded <= m.maxBytes {
 		// A store at its byte cap decodes for each duplicate instead.
-		m.records.slots[i] = r
+		*m.records.at(i) = r
 		m.bytes += r.decoded
 	}
 	return r.view(now)
@@ -142,7 +142,7 @@ func (m *Memory) viewOf(i int32, now time.Duration) Record {
 // Renew implements Store.
 func (m *Memory) Renew(_ context.Context, key string, owner Lease, lease time.Duration) error {
 	return m.withHeld(key, owner, func(i int32) {
-		r := &m.records.slots[i]
+		r := m.records.at(i)
 		r.expires = deadline(m.now(), lease)
 		m.noteExpiry(r.expires)
 	})
@@ -155,7 +155,7 @@ func (m *Memory) withHeld(key string, owner Lease, update func(i int32)) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	i := m.records.find(m.records.hash(key), key)
-	if i < 0 || !m.records.slots[i].heldBy(owner) {
+	if i < 0 || !m.records.at(i).heldBy(owner) {
 		return ErrNotOwner
 	}
 	update(i)
@@ -177,10 +177,10 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	defer m.mu.Unlock()
 	i := m.records.find(m.records.hash(key), key)
 	switch {
-	case i >= 0 && m.records.slots[i].heldBy(owner):
+	case i >= 0 && m.records.at(i).heldBy(owner):
 		m.wake(i)
 		m.complete(i, resp, header, retention)
-	case i < 0 || !m.records.slots[i].doneBy(owner):
+	case i < 0 || !m.records.at(i).doneBy(owner):
 		return ErrNotOwner
 	}
 	return nil
@@ -189,7 +189,7 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 // complete completes the in-flight record in slot i, as not replayable if
 // resp is nil or does not fit.
 func (m *Memory) complete(i int32, resp *Response, header []byte, retention time.Duration) {
-	r := m.records.slots[i]
+	r := *m.records.at(i)
 	done := r
 	done.state = StateUnreplayable
 	if resp != nil && m.fits(len(r.token)+len(r.key())+len(r.fingerprint())+len(header)+len(resp.Body)) {
@@ -197,7 +197,7 @@ func (m *Memory) complete(i int32, resp *Response, header []byte, retention time
 		m.bytes += done.size()
 	}
 	done.expires = deadline(m.now(), retention)
-	if m.records.slots[i].state == 0 {
+	if m.records.at(i).state == 0 {
 		// fits swept away the lapsed record; its owner has finished all
 		// the same, and the key must not run again.
 		m.records.insert(r.hash, done)
@@ -259,15 +259,15 @@ func (m *Memory) fits(size int) bool {
 func (m *Memory) sweep(now time.Duration) {
 	next := never
 	for i := range m.records.slots {
-		r := &m.records.slots[i]
+		r := m.records.at(i)
 		switch {
 		case r.state == 0: // a free slot
 		case r.expires <= now:
 			if r.state == StateInFlight {
-				m.wake(int32(i)) // a lapsed lease nobody took over
+				m.wake(i) // a lapsed lease nobody took over
 			}
-			m.forget(int32(i))
-			m.records.remove(int32(i))
+			m.forget(i)
+			m.records.remove(i)
 		default:
 			next = min(next, r.expires)
 		}
@@ -279,7 +279,7 @@ func (m *Memory) sweep(now time.Duration) {
 
 // forget uncounts and frees the data of the record in slot i.
 func (m *Memory) forget(i int32) {
-	r := &m.records.slots[i]
+	r := m.records.at(i)
 	m.bytes -= r.size()
 	if r.inArena() {
 		m.arena.drop(r.chunk, len(r.data))
@@ -289,11 +289,11 @@ func (m *Memory) forget(i int32) {
 // compactIfWasteful moves the data out of the chunks the arena evacuates,
 // when it holds too much for its records.
 func (m *Memory) compactIfWasteful() {
-	if !m.arena.wasteful(len(m.records.slots)) || !m.arena.startCompaction() {
+	if !m.arena.wasteful(int(m.records.slots)) || !m.arena.startCompaction() {
 		return
 	}
 	for i := range m.records.slots {
-		r := &m.records.slots[i]
+		r := m.records.at(i)
 		if r.inArena() && m.arena.evacuating(r.chunk) {
 			r.move(m.arena.move(r.data, r.chunk))
 		}

@@ -37,7 +37,7 @@ func (m *Memory) Delete(_ context.Context, hash string, force bool) (bool, error
 	switch {
 	case i < 0:
 		return false, nil
-	case m.records.slots[i].state == StateInFlight && !force:
+	case m.records.at(i).state == StateInFlight && !force:
 		return false, ErrLeaseLive
 	}
 	m.wake(i)
@@ -55,8 +55,8 @@ func (m *Memory) Find(_ context.Context, prefix string, limit int) ([]string, er
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	for i := 0; len(found) < limit && i < len(m.records.slots); i++ {
-		if r := &m.records.slots[i]; r.state != 0 && r.expires > now {
+	for i := int32(0); len(found) < limit && i < m.records.slots; i++ {
+		if r := m.records.at(i); r.state != 0 && r.expires > now {
 			if hash := hashOfKept(r.key()); strings.HasPrefix(hash, prefix) {
 				found = append(found, hash)
 			}
@@ -69,12 +69,12 @@ func (m *Memory) Find(_ context.Context, prefix string, limit int) ([]string, er
 // or -1, under the store's lock.
 func (m *Memory) findHash(hash string, now time.Duration) int32 {
 	i := m.records.find(m.records.hash(hash), hash) // a key kept as its hash
-	for j := 0; i < 0 && j < len(m.records.slots); j++ {
-		if r := &m.records.slots[j]; r.state != 0 && len(r.key()) <= maxKeptKey && HashKey(r.key()) == hash {
-			i = int32(j)
+	for j := int32(0); i < 0 && j < m.records.slots; j++ {
+		if r := m.records.at(j); r.state != 0 && len(r.key()) <= maxKeptKey && HashKey(r.key()) == hash {
+			i = j
 		}
 	}
-	if i < 0 || m.records.slots[i].expires <= now {
+	if i < 0 || m.records.at(i).expires <= now {
 		return -1
 	}
 	return i

@@ -2,17 +2,24 @@ package store
 
 import "hash/maphash"
 
-// recordIndex holds a Memory store's records in one slice and finds them
-// by key: a map takes a key's 32-bit hash to the slot of the first record
-// with it, and records sharing a hash are chained through next. The map
-// holds no pointers, so the garbage collector never scans it, and 32-bit
-// hashes keep its entries at 8 bytes.
+// recordIndex holds a Memory store's records in numbered slots and finds
+// them by key: a map takes a key's 32-bit hash to the slot of the first
+// record with it, and records sharing a hash are chained through next. The
+// map holds no pointers, so the garbage collector never scans it, and
+// 32-bit hashes keep its entries at 8 bytes. Slots come in pages, so that
+// growing never copies the records already held (under the store's lock).
 type recordIndex struct {
 	hash  func(key string) uint32
 	first map[uint32]int32
-	slots []memRecord // a free slot is the zero memRecord
+	pages []*[slotsPerPage]memRecord // a free slot is the zero memRecord
+	slots int32                      // slots handed out, free ones included
 	free  []int32
 }
+
+const slotsPerPage = 512
+
+// at returns slot i, which must have been handed out.
+func (x *recordIndex) at(i int32) *memRecord { return &x.pages[i/slotsPerPage][i%slotsPerPage] }
 
 func newRecordIndex() recordIndex {
 	seed := maphash.MakeSeed()
@@ -28,8 +35,8 @@ func (x *recordIndex) find(h uint32, key string) int32 {
 	if !ok {
 		return -1
 	}
-	for ; i >= 0; i = x.slots[i].next {
-		if x.slots[i].key() == key {
+	for ; i >= 0; i = x.at(i).next {
+		if x.at(i).key() == key {
 			return i
 		}
 	}
@@ -42,24 +49,27 @@ func (x *recordIndex) insert(h uint32, r memRecord) {
 	if n := len(x.free); n > 0 {
 		i, x.free = x.free[n-1], x.free[:n-1]
 	} else {
-		i = int32(len(x.slots))
-		x.slots = append(x.slots, memRecord{})
+		i = x.slots
+		if i%slotsPerPage == 0 {
+			x.pages = append(x.pages, new([slotsPerPage]memRecord))
+		}
+		x.slots++
 	}
 	r.hash, r.next = h, -1
 	if next, ok := x.first[h]; ok {
 		r.next = next
 	}
-	x.slots[i] = r
+	*x.at(i) = r
 	x.first[h] = i
 }
 
 func (x *recordIndex) replace(i int32, r memRecord) {
-	r.hash, r.next = x.slots[i].hash, x.slots[i].next
-	x.slots[i] = r
+	r.hash, r.next = x.at(i).hash, x.at(i).next
+	*x.at(i) = r
 }
 
 func (x *recordIndex) remove(i int32) {
-	h, next := x.slots[i].hash, x.slots[i].next
+	h, next := x.at(i).hash, x.at(i).next
 	if head := x.first[h]; head == i {
 		if next < 0 {
 			delete(x.first, h)
@@ -68,13 +78,13 @@ func (x *recordIndex) remove(i int32) {
 		}
 	} else {
 		p := head
-		for x.slots[p].next != i {
-			p = x.slots[p].next
+		for x.at(p).next != i {
+			p = x.at(p).next
 		}
-		x.slots[p].next = next
+		x.at(p).next = next
 	}
-	x.slots[i] = memRecord{} // a free slot keeps no strings alive
+	*x.at(i) = memRecord{} // a free slot keeps no strings alive
 	x.free = append(x.free, i)
 }
 
-func (x *recordIndex) len() int { return len(x.slots) - len(x.free) }
+func (x *recordIndex) len() int { return int(x.slots) - len(x.free) }

@@ -25,7 +25,7 @@ func TestRecordIndexChainsKeysWithOneHash(t *testing.T) {
 		for _, key := range present {
 			i := x.find(x.hash(key), key)
 			require.GreaterOrEqual(t, i, int32(0), "%q is found", key)
-			require.Equal(t, key, x.slots[i].key())
+			require.Equal(t, key, x.at(i).key())
 		}
 	}
 	requireFound(keys...)
@@ -35,19 +35,38 @@ func TestRecordIndexChainsKeysWithOneHash(t *testing.T) {
 		i := x.find(7, removed)
 		x.remove(i)
 		require.Equal(t, int32(-1), x.find(7, removed), "%q is gone", removed)
-		require.Zero(t, x.slots[i].state, "a removed record's slot is free")
+		require.Zero(t, x.at(i).state, "a removed record's slot is free")
 	}
 	requireFound("b", "d")
 
-	slots := len(x.slots)
+	slots := x.slots
 	x.insert(7, inFlight("f", "fp", "token", 6, never))
-	require.Len(t, x.slots, slots, "a free slot is reused")
+	require.Equal(t, slots, x.slots, "a free slot is reused")
 	requireFound("b", "d", "f")
 	x.remove(x.find(7, "b"))
 	x.remove(x.find(7, "d"))
 	x.remove(x.find(7, "f"))
 	require.Empty(t, x.first, "no chain is left")
 	require.Zero(t, x.len())
+}
+
+// TestRecordIndexGrowsByPages: records past the first pages are found, and
+// growing leaves the records already held where they were.
+func TestRecordIndexGrowsByPages(t *testing.T) {
+	x := newRecordIndex()
+	key := func(i int) string { return fmt.Sprint("key-", i) }
+	x.insert(x.hash(key(0)), inFlight(key(0), "fp", "token", 1, never))
+	first := x.at(0)
+	for i := 1; i <= 2*slotsPerPage; i++ {
+		x.insert(x.hash(key(i)), inFlight(key(i), "fp", "token", int64(i+1), never))
+	}
+	require.Len(t, x.pages, 3)
+	require.Same(t, first, x.at(x.find(x.hash(key(0)), key(0))), "growing moved no record")
+	for i := range 2*slotsPerPage + 1 {
+		slot := x.find(x.hash(key(i)), key(i))
+		require.GreaterOrEqual(t, slot, int32(0), "%q is found", key(i))
+		require.Equal(t, int64(i+1), x.at(slot).fence)
+	}
 }
 
 // TestMemorySurvivesHashCollisions runs the store's life cycle (claim,

@@ -21,7 +21,7 @@ func (m *Memory) Watch(_ context.Context, key string) (<-chan struct{}, func(), 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	i := m.records.find(m.records.hash(key), key)
-	if i < 0 || m.records.slots[i].state != StateInFlight || m.records.slots[i].expires <= m.now() {
+	if i < 0 || m.records.at(i).state != StateInFlight || m.records.at(i).expires <= m.now() {
 		return closedWatch, func() {}, nil
 	}
 	w := m.watches.Add(key)
@@ -41,5 +41,5 @@ func (m *Memory) wake(i int32) {
 	if m.watches.Len() == 0 {
 		return
 	}
-	m.watches.Wake(m.records.slots[i].key())
+	m.watches.Wake(m.records.at(i).key())
 }

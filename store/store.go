@@ -17,7 +17,9 @@ import (
 // outside the process files a record, so that no client can make keys collide.
 func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
+	var hash [2 * sha256.Size]byte
+	hex.Encode(hash[:], sum[:])
+	return string(hash[:])
 }
 
 // Store keeps one record per idempotency key, a key being any string of

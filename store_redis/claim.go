@@ -34,17 +34,19 @@ func (s *Store) claim(ctx context.Context, client redis.Cmdable, c claimRequest)
 	return decodeClaim(&reply{v: v}, c.fingerprint, c.token)
 }
 
-// claimAtOnce tries to decide a claim without a script, with SET NX GET
-// and PTTL in one pipeline; decided is false for a takeover, which the
-// claim script makes. The two are not atomic together, but the SET alone
-// decides what is written and answered: a change between them can only put
-// the answer's time left off (see docs/redis.md).
+// claimAtOnce tries to decide a claim without a script, with PTTL and SET
+// NX GET in one pipeline; decided is false for a takeover, which the claim
+// script makes. The two are not atomic together, but the SET alone decides
+// what is written and answered: a change between them can only put the
+// answer's time left off (see docs/redis.md). PTTL goes first because
+// go-redis takes a pipeline's first reply as its error, and classifies an
+// error at some cost: the SET's nil reply, a won claim, is one.
 func (s *Store) claimAtOnce(ctx context.Context, client redis.Cmdable, c claimRequest) (rec store.Record, claimed, decided bool, err error) {
 	fingerprint, token := c.fingerprint, c.token
 	var set, ttl *redis.Cmd
 	_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		set = p.Do(ctx, "set", c.keys[0], encodeInFlight(fingerprint, token, c.lifeMs-c.leaseMs), "nx", "get", "px", c.lifeMs)
 		ttl = p.Do(ctx, "pttl", c.keys[0])
+		set = p.Do(ctx, "set", c.keys[0], encodeInFlight(fingerprint, token, c.lifeMs-c.leaseMs), "nx", "get", "px", c.lifeMs)
 		return nil
 	})
 	v, err := set.Text()

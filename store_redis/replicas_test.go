@@ -123,9 +123,9 @@ func TestReplicaAcksRoundTrips(t *testing.T) {
 	log.take()
 
 	require.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
-	assert.Equal(t, []string{"set pttl", "wait", "evalsha wait"}, log.take(), "claim, complete")
+	assert.Equal(t, []string{"pttl set", "wait", "evalsha wait"}, log.take(), "claim, complete")
 	require.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
-	assert.Equal(t, []string{"set pttl"}, log.take(), "a replay: claim")
+	assert.Equal(t, []string{"pttl set"}, log.take(), "a replay: claim")
 }
 
 // TestReplicaAcksTooFew: on servers without replicas (the shared

@@ -14,7 +14,7 @@ import (
 // TestRoundTrips: through the middleware, with the scripts loaded on the
 // server, a first request costs exactly two round trips (claim, complete),
 // a replay one (claim), and a 409 for a key still in flight one (claim). A
-// claim is a pipeline of SET and PTTL, a complete an EVALSHA.
+// claim is a pipeline of PTTL and SET, a complete an EVALSHA.
 func TestRoundTrips(t *testing.T) {
 	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
 		log := &commandLog{}
@@ -35,16 +35,16 @@ func TestRoundTrips(t *testing.T) {
 		log.take()
 
 		assert.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
-		assert.Equal(t, []string{"set pttl", "evalsha"}, log.take(), "a first request: claim, complete")
+		assert.Equal(t, []string{"pttl set", "evalsha"}, log.take(), "a first request: claim, complete")
 		assert.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
-		assert.Equal(t, []string{"set pttl"}, log.take(), "a replay: claim")
+		assert.Equal(t, []string{"pttl set"}, log.take(), "a replay: claim")
 
 		done := make(chan int)
 		go func() { done <- post(handler, "/slow", "slow") }()
 		<-entered
 		log.take()
 		assert.Equal(t, http.StatusConflict, post(handler, "/slow", "slow"))
-		assert.Equal(t, []string{"set pttl"}, log.take(), "a 409: claim")
+		assert.Equal(t, []string{"pttl set"}, log.take(), "a 409: claim")
 		close(finish)
 		assert.Equal(t, http.StatusCreated, <-done)
 	})

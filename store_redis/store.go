@@ -106,10 +106,11 @@ func heedsDeadlines(client redis.UniversalClient) bool {
 // share a hash tag and so a Cluster slot.
 func (s *Store) keys(key string) []string { return s.hashKeys(store.HashKey(key)) }
 
-// hashKeys is keys for the key whose store.HashKey is hash.
+// hashKeys is keys for the key whose store.HashKey is hash; the record's
+// key is the start of the channel's.
 func (s *Store) hashKeys(hash string) []string {
-	record := s.prefix + "{" + hash + "}"
-	return []string{record, record + ":changed"}
+	channel := s.prefix + "{" + hash + "}:changed"
+	return []string{channel[:len(channel)-len(":changed")], channel}
 }
 
 // Claim implements store.Store.

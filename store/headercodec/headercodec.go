@@ -8,7 +8,7 @@ package headercodec
 import (
 	"encoding/binary"
 	"errors"
-	"maps"
+	"math/bits"
 	"net/http"
 	"slices"
 )
@@ -19,8 +19,20 @@ var ErrCorrupt = errors.New("stored header is corrupt")
 // Encode returns h's bytes. A header without values, nil or not, encodes
 // to none (nil); a name without values is dropped.
 func Encode(h http.Header) []byte {
-	var b []byte
-	for _, name := range slices.Sorted(maps.Keys(h)) {
+	var room [16]string // the names of most responses, without an allocation
+	names, size := room[:0], 0
+	for name, values := range h {
+		names = append(names, name)
+		for _, value := range values {
+			size += uvarintLen(len(name)) + len(name) + uvarintLen(len(value)) + len(value)
+		}
+	}
+	if size == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	b := make([]byte, 0, size)
+	for _, name := range names {
 		for _, value := range h[name] {
 			b = binary.AppendUvarint(b, uint64(len(name)))
 			b = append(b, name...)
@@ -30,6 +42,9 @@ func Encode(h http.Header) []byte {
 	}
 	return b
 }
+
+// uvarintLen is the length of n written by binary.AppendUvarint.
+func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }
 
 // Decode returns the header Encode wrote as b, or ErrCorrupt. No bytes
 // decode to a nil header.

@@ -1,7 +1,9 @@
 package headercodec
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,6 +32,24 @@ func TestRoundTrip(t *testing.T) {
 	got, err = Decode(nil)
 	require.NoError(t, err)
 	require.Nil(t, got)
+}
+
+// TestEncodeSizesExactly: lengths on each side of a uvarint's byte
+// boundaries, and more names than Encode keeps on its stack, round-trip in
+// a buffer of exactly the encoded size.
+func TestEncodeSizesExactly(t *testing.T) {
+	h := http.Header{}
+	for _, n := range []int{0, 1, 127, 128, 16383, 16384} {
+		h[strings.Repeat("n", n+1)] = []string{strings.Repeat("v", n)}
+	}
+	for i := range 20 {
+		h[fmt.Sprint("X-", i)] = []string{"a", "b"}
+	}
+	b := Encode(h)
+	require.Equal(t, len(b), cap(b))
+	got, err := Decode(b)
+	require.NoError(t, err)
+	require.Equal(t, h, got)
 }
 
 // TestCorrupt: bytes Encode cannot have written are an error, not a panic
