@@ -289,7 +289,9 @@ func TestObserverHandlerDuration(t *testing.T) {
 }
 
 // TestObserverLeases: renewals of a running handler's lease are told as
-// renewed, failed or lost, each with its store call.
+// renewed, failed or lost, each with its store call. The handler runs until
+// a renewal has been told (or 5 s), however slowly the machine schedules
+// the renewals.
 func TestObserverLeases(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -305,7 +307,12 @@ func TestObserverLeases(t *testing.T) {
 			var seen observations
 			s := &renewingStore{Store: store.NewMemory(), err: tc.renew}
 			mw := idempotency.New(seen.option(), idempotency.WithStore(s), idempotency.WithLease(30*time.Millisecond),
-				idempotency.WithErrorHandler(func(*http.Request, error) {}))(&paymentHandler{delay: 60 * time.Millisecond})
+				idempotency.WithErrorHandler(func(*http.Request, error) {}))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				for end := time.Now().Add(5 * time.Second); len(seen.leaseResults()) == 0 && time.Now().Before(end); {
+					time.Sleep(5 * time.Millisecond)
+				}
+				w.WriteHeader(http.StatusCreated)
+			}))
 			post(mw, "k", "{}")
 			results := seen.leaseResults()
 			require.NotEmpty(t, results)
