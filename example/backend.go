@@ -60,6 +60,19 @@ func openBackend(ctx context.Context, cfg config, timeout time.Duration) (store.
 	return st, led, closeBackend, err
 }
 
+// sweepWhileOpen starts a store's sweeper (its StartSweeper) and returns
+// the function that stops it, waits for it, and then closes the store's
+// database with closeDB.
+func sweepWhileOpen(start func(context.Context, time.Duration) <-chan struct{}, closeDB func()) func() {
+	ctx, stop := context.WithCancel(context.Background())
+	swept := start(ctx, 0)
+	return func() {
+		stop()
+		<-swept
+		closeDB()
+	}
+}
+
 // openers maps each -store name to its opener.
 var openers = map[string]opener{
 	"memory":   openMemory,

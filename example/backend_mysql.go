@@ -71,14 +71,7 @@ func openMySQL(ctx context.Context, cfg config) (store.Store, ledger, func(), er
 		_ = db.Close()
 		return nil, nil, nil, err
 	}
-	sweepCtx, stopSweeper := context.WithCancel(context.Background())
-	swept := plain.StartSweeper(sweepCtx, 0)
-	closeAll := func() {
-		stopSweeper()
-		<-swept
-		_ = db.Close()
-	}
-	return st, &mysqlLedger{db: db, inTx: cfg.mysqlTx}, closeAll, nil
+	return st, &mysqlLedger{db: db, inTx: cfg.mysqlTx}, sweepWhileOpen(plain.StartSweeper, func() { _ = db.Close() }), nil
 }
 
 // migrateMySQL creates the idempotency table and the ledger's tables (a

@@ -65,14 +65,7 @@ func openPostgres(ctx context.Context, cfg config) (store.Store, ledger, func(),
 		pool.Close()
 		return nil, nil, nil, err
 	}
-	sweepCtx, stopSweeper := context.WithCancel(context.Background())
-	swept := plain.StartSweeper(sweepCtx, 0)
-	closeAll := func() {
-		stopSweeper()
-		<-swept
-		pool.Close()
-	}
-	return st, &postgresLedger{pool: pool, inTx: cfg.postgresTx}, closeAll, nil
+	return st, &postgresLedger{pool: pool, inTx: cfg.postgresTx}, sweepWhileOpen(plain.StartSweeper, pool.Close), nil
 }
 
 // migratePostgres creates the idempotency table and the ledger's table.

@@ -56,14 +56,7 @@ func openSQLite(ctx context.Context, cfg config) (store.Store, ledger, func(), e
 		_ = db.Close()
 		return nil, nil, nil, err
 	}
-	sweepCtx, stopSweeper := context.WithCancel(context.Background())
-	swept := plain.StartSweeper(sweepCtx, 0)
-	closeAll := func() {
-		stopSweeper()
-		<-swept
-		_ = db.Close()
-	}
-	return st, &sqliteLedger{db: db, inTx: cfg.sqliteTx}, closeAll, nil
+	return st, &sqliteLedger{db: db, inTx: cfg.sqliteTx}, sweepWhileOpen(plain.StartSweeper, func() { _ = db.Close() }), nil
 }
 
 // migrateSQLite creates the idempotency table and the ledger's table. The
