@@ -22,11 +22,17 @@ type claimRequest struct {
 // cannot.
 func (s *Store) claim(ctx context.Context, client redis.Cmdable, c claimRequest) (store.Record, bool, error) {
 	if s.atOnce.Load() {
-		rec, claimed, decided, err := s.claimAtOnce(ctx, client, c)
-		if err != nil || decided {
-			return rec, claimed, err
+		call := &claimCall{c: c}
+		s.sendClaims(ctx, client, []*claimCall{call})
+		if call.err != nil || call.decided {
+			return call.rec, call.claimed, call.err
 		}
 	}
+	return s.claimByScript(ctx, client, c)
+}
+
+// claimByScript decides c with the claim script.
+func (s *Store) claimByScript(ctx context.Context, client redis.Cmdable, c claimRequest) (store.Record, bool, error) {
 	v, err := claimScript.Run(ctx, client, c.keys, c.fingerprint, c.token, c.leaseMs, c.lifeMs, c.lifeMs-c.leaseMs).Slice()
 	if err != nil {
 		return store.Record{}, false, err
@@ -34,21 +40,43 @@ func (s *Store) claim(ctx context.Context, client redis.Cmdable, c claimRequest)
 	return decodeClaim(&reply{v: v}, c.fingerprint, c.token)
 }
 
-// claimAtOnce tries to decide a claim without a script, with PTTL and SET
-// NX GET in one pipeline; decided is false for a takeover, which the claim
-// script makes. The two are not atomic together, but the SET alone decides
-// what is written and answered: a change between them can only put the
-// answer's time left off (see docs/redis.md). PTTL goes first because
-// go-redis takes a pipeline's first reply as its error, and classifies an
-// error at some cost: the SET's nil reply, a won claim, is one.
-func (s *Store) claimAtOnce(ctx context.Context, client redis.Cmdable, c claimRequest) (rec store.Record, claimed, decided bool, err error) {
-	fingerprint, token := c.fingerprint, c.token
-	var set, ttl *redis.Cmd
+// claimCall is a claim tried without a script (see sendClaims); decided is
+// false for a takeover, which the claim script makes.
+type claimCall struct {
+	c                claimRequest
+	rec              store.Record
+	claimed, decided bool
+	err              error
+}
+
+// Settle implements batch.Item.
+func (call *claimCall) Settle(err error) { call.err = err }
+
+// sendClaims tries to decide calls without a script, each with PTTL and SET
+// NX GET, all in one pipeline. A call's two commands are not atomic
+// together, but the SET alone decides what is written and answered: a
+// change between them can only put the answer's time left off (see
+// docs/redis.md). PTTL goes first because go-redis takes a pipeline's first
+// reply as its error, and classifies an error at some cost: the SET's nil
+// reply, a won claim, is one.
+func (s *Store) sendClaims(ctx context.Context, client redis.Cmdable, calls []*claimCall) {
+	cmds := make([]*redis.Cmd, 2*len(calls))
 	_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		ttl = p.Do(ctx, "pttl", c.keys[0])
-		set = p.Do(ctx, "set", c.keys[0], encodeInFlight(fingerprint, token, c.lifeMs-c.leaseMs), "nx", "get", "px", c.lifeMs)
+		for i, call := range calls {
+			c := call.c
+			cmds[2*i] = p.Do(ctx, "pttl", c.keys[0])
+			cmds[2*i+1] = p.Do(ctx, "set", c.keys[0], encodeInFlight(c.fingerprint, c.token, c.lifeMs-c.leaseMs), "nx", "get", "px", c.lifeMs)
+		}
 		return nil
 	})
+	for i, call := range calls {
+		call.rec, call.claimed, call.decided, call.err = s.decideClaim(call.c, cmds[2*i], cmds[2*i+1])
+	}
+}
+
+// decideClaim reads the replies of c's PTTL and SET NX GET.
+func (s *Store) decideClaim(c claimRequest, ttl, set *redis.Cmd) (rec store.Record, claimed, decided bool, err error) {
+	fingerprint, token := c.fingerprint, c.token
 	v, err := set.Text()
 	switch {
 	case errors.Is(err, redis.Nil):

@@ -23,6 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seed43327c4c/idempotency/internal/batch"
 	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/headercodec"
 )
@@ -35,7 +36,9 @@ type Store struct {
 	prefix    string
 	abandoned time.Duration
 	replicas  *replicaAcks // nil: writes do not wait for replicas
-	atOnce    atomic.Bool  // Claim tries claimAtOnce first
+	atOnce    atomic.Bool  // Claim tries sendClaims first
+	claims    *batch.Sender[*claimCall]
+	completes *batch.Sender[*completeCall]
 
 	subscribers subscribers // of Watch
 }
@@ -85,6 +88,8 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		panic("redisstore: New expects a client with ContextTimeoutEnabled: true, without which a stalled connection ignores the middleware's deadlines")
 	}
 	s.atOnce.Store(true)
+	s.claims = batch.New(batchLanes, func(ctx context.Context, calls []*claimCall) { s.sendClaims(ctx, s.client, calls) })
+	s.completes = batch.New(batchLanes, s.sendCompletes)
 	return s
 }
 
@@ -123,11 +128,25 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	if s.replicas != nil {
 		return s.claimAcked(ctx, c)
 	}
-	rec, claimed, err := s.claim(ctx, s.client, c)
+	rec, claimed, err := s.claimBatched(ctx, c)
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	return rec, claimed, nil
+}
+
+// claimBatched is claim through the store's batches of claims.
+func (s *Store) claimBatched(ctx context.Context, c claimRequest) (store.Record, bool, error) {
+	if s.atOnce.Load() {
+		call := &claimCall{c: c}
+		if err := s.claims.Do(ctx, call); err != nil {
+			return store.Record{}, false, err
+		}
+		if call.err != nil || call.decided {
+			return call.rec, call.claimed, call.err
+		}
+	}
+	return s.claimByScript(ctx, s.client, c)
 }
 
 // decodeClaim turns claimScript's reply into what Claim returns.
@@ -164,7 +183,11 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 	if s.replicas != nil {
 		return s.completeAcked(ctx, s.keys(key), args)
 	}
-	return ownerErr("complete", completeScript.Run(ctx, s.client, s.keys(key), args...).Err())
+	call := &completeCall{keys: s.keys(key), args: args}
+	if err := s.completes.Do(ctx, call); err != nil {
+		return ownerErr("complete", err)
+	}
+	return ownerErr("complete", call.err)
 }
 
 // Release implements store.Store. The record stays in flight without a

@@ -1,0 +1,140 @@
+// Package batch lets concurrent callers share a store's round trips. A call
+// that finds a lane free is sent at once, alone, on the caller's goroutine;
+// a call that finds every lane busy waits for the first lane to come free,
+// and goes out with every other call that waited meanwhile, in one round
+// trip. Under no load nothing waits; under load the number of round trips
+// (and the system calls on both ends) falls with the queue.
+package batch
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Item is one call: Send settles it (fills its results, or its error)
+// before Do returns. Do hands a settled item back only to a caller that
+// did not give up on it.
+type Item interface {
+	// Settle records err as the item's outcome when it is not sent: its
+	// context ended while it waited.
+	Settle(err error)
+}
+
+// Sender sends Items in batches on at most lanes round trips at a time.
+type Sender[T Item] struct {
+	send  func(ctx context.Context, items []T)
+	lanes int
+
+	mu      sync.Mutex
+	busy    int
+	waiting []waiter[T]
+}
+
+type waiter[T Item] struct {
+	ctx  context.Context
+	item T
+	done chan struct{}
+}
+
+// New returns a Sender that calls send with each batch; send settles every
+// item it is given, and must not keep the slice. lanes must be at least 1.
+func New[T Item](lanes int, send func(ctx context.Context, items []T)) *Sender[T] {
+	if lanes < 1 {
+		panic("batch: New expects lanes >= 1")
+	}
+	return &Sender[T]{send: send, lanes: lanes}
+}
+
+// Do sends item, alone or in a batch, and returns once it is settled, or
+// ctx.Err() when ctx ends first; item must then not be read, as a batch may
+// still settle it.
+func (s *Sender[T]) Do(ctx context.Context, item T) error {
+	s.mu.Lock()
+	if s.busy < s.lanes {
+		s.busy++
+		s.mu.Unlock()
+		s.send(ctx, []T{item})
+		s.next()
+		return nil
+	}
+	w := waiter[T]{ctx: ctx, item: item, done: make(chan struct{})}
+	s.waiting = append(s.waiting, w)
+	s.mu.Unlock()
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// next passes a lane that came free to the calls waiting for one, on a
+// goroutine of its own: the caller whose call went out alone returns.
+func (s *Sender[T]) next() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.waiting) == 0 {
+		s.busy--
+		return
+	}
+	batch := s.waiting
+	s.waiting = nil
+	go s.drain(batch)
+}
+
+// drain sends batches on one lane until nothing waits.
+func (s *Sender[T]) drain(batch []waiter[T]) {
+	for {
+		s.sendWaiting(batch)
+		s.mu.Lock()
+		if len(s.waiting) == 0 {
+			s.busy--
+			s.mu.Unlock()
+			return
+		}
+		batch, s.waiting = s.waiting, batch[:0]
+		s.mu.Unlock()
+	}
+}
+
+// sendWaiting sends the calls of batch whose contexts are live, under the
+// latest of their deadlines, and wakes every caller.
+func (s *Sender[T]) sendWaiting(batch []waiter[T]) {
+	items := make([]T, 0, len(batch))
+	var (
+		values   context.Context
+		deadline time.Time
+		bounded  = true
+	)
+	for _, w := range batch {
+		if err := w.ctx.Err(); err != nil {
+			w.item.Settle(err)
+			continue
+		}
+		if values == nil {
+			values = w.ctx
+		}
+		d, ok := w.ctx.Deadline()
+		bounded = bounded && ok
+		if d.After(deadline) {
+			deadline = d
+		}
+		items = append(items, w.item)
+	}
+	if len(items) > 0 {
+		// A caller's cancellation must not cut the others' round trip:
+		// the batch keeps the first live caller's values and ends at the
+		// last deadline.
+		ctx := context.WithoutCancel(values)
+		cancel := context.CancelFunc(func() {})
+		if bounded {
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		s.send(ctx, items)
+		cancel()
+	}
+	for _, w := range batch {
+		close(w.done)
+	}
+}
