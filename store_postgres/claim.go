@@ -129,16 +129,15 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		return store.Record{}, false, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	row := rowKey(key)
-	var inserted bool
-	err := s.retry(ctx, func() error {
-		tag, err := s.db.Exec(ctx, s.sql.claimNew, row, []byte(fingerprint), []byte(token), lease.Microseconds(), lockHash(row))
-		inserted = tag.RowsAffected() == 1
-		return err
-	})
+	call := &newClaimCall{row: row, fingerprint: []byte(fingerprint), token: []byte(token), leaseUs: lease.Microseconds()}
+	err := s.newClaims.Do(ctx, call)
+	if err == nil {
+		err = call.err
+	}
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	if inserted {
+	if call.inserted {
 		rec := store.Record{State: store.StateInFlight, Fingerprint: fingerprint, Owner: store.Lease{Token: token, Fence: 1},
 			TTL: lease.Truncate(time.Microsecond)}
 		return rec, true, nil

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -63,13 +62,23 @@ func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease 
 // a row the owner completed already is left as it is, and Complete
 // returns nil (after a second round trip that finds it).
 func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, resp *store.Response, retention time.Duration) error {
-	state, status, header, body := completion(resp)
-	err := s.ownerExec(ctx, "complete", s.sql.complete, key, owner,
-		int16(state), status, header, body, retention.Microseconds())
-	if errors.Is(err, store.ErrNotOwner) && owner.Token != "" {
-		return s.ownerExec(ctx, "complete", s.sql.completed, key, owner)
+	if owner.Token == "" {
+		return store.ErrNotOwner
 	}
-	return err
+	state, status, header, body := completion(resp)
+	call := &completeCall{args: []any{rowKey(key), []byte(owner.Token), owner.Fence,
+		int16(state), status, header, body, retention.Microseconds()}}
+	err := s.completes.Do(ctx, call)
+	if err == nil {
+		err = call.err
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("pgstore: complete: %w", err)
+	case call.found:
+		return nil
+	}
+	return s.ownerExec(ctx, "complete", s.sql.completed, key, owner)
 }
 
 // completion is what completeSQL stores for resp.

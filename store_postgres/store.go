@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seed43327c4c/idempotency/internal/batch"
 	"github.com/seed43327c4c/idempotency/store"
 )
 
@@ -36,6 +37,8 @@ type Store struct {
 	sql       statements
 	current   atomic.Bool // see requireCurrent
 	listener  *listener
+	newClaims *batch.Sender[*newClaimCall]
+	completes *batch.Sender[*completeCall]
 }
 
 var _ store.Store = (*Store)(nil)
@@ -117,5 +120,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	s.name = s.qualified(s.table)
 	s.sql = newStatements(s.name)
 	s.listener = newListener(s)
+	s.newClaims = batch.New(batchLanes, s.sendNewClaims)
+	s.completes = batch.New(batchLanes, s.sendCompletes)
 	return s
 }

@@ -18,6 +18,9 @@ const (
 	// takeoverRounds is how many expired keys ConcurrentTakeoversOneWinner
 	// races on.
 	takeoverRounds = 50
+	// crowdKeys is how many keys ManyKeysAtOnce has racers claim, each
+	// racer all of them in an order of its own.
+	crowdKeys = 64
 )
 
 // attempt is one racer's Claim and its outcome.
@@ -103,6 +106,44 @@ func testConcurrentTakeoversOneWinner(t *testing.T, s store.Store) {
 	for i, old := range expired {
 		owner := race(t, s, fmt.Sprint("race-", i))
 		require.Greater(t, owner.Fence, old.Fence, "a takeover gets a higher fencing number")
+	}
+}
+
+// testManyKeysAtOnce: racers claim many keys at once, each in its own
+// order, and a key's winner completes it at once: every key has one
+// winner, whose completion stands, however the store groups the calls
+// (one batch may hold several keys, and claims of one key in another
+// order).
+func testManyKeysAtOnce(t *testing.T, s store.Store) {
+	wins := make([][]bool, racers)
+	errs := make([]error, racers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for r := range racers {
+		wins[r] = make([]bool, crowdKeys)
+		wg.Go(func() {
+			<-start
+			for i := range crowdKeys {
+				k := (i*(2*r+1) + r) % crowdKeys // each racer walks the keys in a different order
+				key := fmt.Sprint("crowd-", k)
+				rec, claimed, err := s.Claim(t.Context(), key, "fp-crowd", newToken(), longLease)
+				if err == nil && claimed {
+					err = s.Complete(t.Context(), key, rec.Owner, keyedResponse(key), retention)
+				}
+				if err != nil {
+					errs[r] = fmt.Errorf("racer %d, %q: %w", r, key, err)
+					return
+				}
+				wins[r][k] = claimed
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for k := range crowdKeys {
+		key := fmt.Sprint("crowd-", k)
+		oneWinner(t, key, racers, func(r int) (bool, error) { return wins[r][k], errs[r] })
+		requireCompleted(t, s, key, "fp-crowd", keyedResponse(key))
 	}
 }
 

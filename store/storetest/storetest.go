@@ -66,6 +66,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ExpiryKeepsLiveRecords", testExpiryKeepsLiveRecords},
 		{"ConcurrentClaimsOneWinner", testConcurrentClaimsOneWinner},
 		{"ConcurrentTakeoversOneWinner", testConcurrentTakeoversOneWinner},
+		{"ManyKeysAtOnce", testManyKeysAtOnce},
 		{"BinaryBodiesRoundTrip", testBinaryBodiesRoundTrip},
 		{"HeadersRoundTrip", testHeadersRoundTrip},
 		{"ResponseIsOnlyLent", testResponseIsOnlyLent},
