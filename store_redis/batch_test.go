@@ -1,0 +1,96 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/storetest"
+)
+
+// TestConcurrentCallsSharePipelines: while both lanes of claims are held,
+// the claims arriving meanwhile go out in one pipeline, and each call's
+// outcome is its own.
+func TestConcurrentCallsSharePipelines(t *testing.T) {
+	const n = 64
+	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
+		log := &commandLog{}
+		client.AddHook(log)
+		s, _ := newStore(t, client)
+		warm, claimed, err := s.Claim(t.Context(), "warm-up", "fp", "token-warm-up", time.Minute)
+		require.NoError(t, err)
+		require.True(t, claimed)
+		require.NoError(t, s.Complete(t.Context(), "warm-up", warm.Owner, nil, time.Minute)) // scripts loaded
+		log.take()
+		held := &heldLanes{release: make(chan struct{})}
+		client.AddHook(held)
+		go func() {
+			// Both lanes are held once two claims went out alone; the
+			// others then queue for them.
+			for held.held.Load() < 2 {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond)
+			close(held.release)
+		}()
+
+		errs := make([]error, n)
+		storetest.Together(n, func(i int) {
+			key := fmt.Sprint("key-", i)
+			rec, claimed, err := s.Claim(t.Context(), key, "fp", fmt.Sprint("token-", i), time.Minute)
+			if err == nil && !claimed {
+				err = fmt.Errorf("%s: not claimed", key)
+			}
+			if err == nil {
+				err = s.Complete(t.Context(), key, rec.Owner, &store.Response{Status: 201, Body: []byte(key)}, time.Minute)
+			}
+			errs[i] = err
+		})
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		trips := log.take()
+		largest := 0
+		for _, names := range trips {
+			largest = max(largest, strings.Count(names, "pttl"))
+		}
+		assert.Greater(t, largest, 1, "no round trip carried two claims: %q", trips)
+		t.Logf("%d claims and completions in %d round trips", 2*n, len(trips))
+		for i := range n {
+			key := fmt.Sprint("key-", i)
+			rec, claimed, err := s.Claim(t.Context(), key, "fp", "token-replay", time.Minute)
+			require.NoError(t, err)
+			require.False(t, claimed)
+			require.Equal(t, store.StateCompleted, rec.State, key)
+			assert.Equal(t, key, string(rec.Response.Body), "each completion stored its own response")
+		}
+	})
+}
+
+// heldLanes is a go-redis hook that holds the first two pipelines (the
+// claims that found a lane free) until release is closed.
+type heldLanes struct {
+	release chan struct{}
+	held    atomic.Int64
+}
+
+func (h *heldLanes) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *heldLanes) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *heldLanes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.held.Add(1) <= 2 {
+			<-h.release
+		}
+		return next(ctx, cmds)
+	}
+}
