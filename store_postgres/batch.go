@@ -13,21 +13,26 @@ import (
 // batchLanes is how many batches of new claims, and of completions, a
 // store has in flight at a time; a call that finds them all busy goes out
 // in the next one, with every call that waited meanwhile (see
-// internal/batch).
+// store/batch).
 const batchLanes = 2
 
 // A batch is one implicit transaction: one round trip and one commit for
 // all its statements, which run in the order of their rows' keys, so two
-// batches never wait for each other's rows in a cycle. A batch that fails
-// changes nothing, and each of its calls is then sent alone, as one
-// without company is.
+// batches never wait for each other's rows in a cycle. It waits at most
+// batchLockTimeout for a row lock: a completion whose row a transactional
+// claim took over waits for that transaction to end, and must not hold the
+// batch's other calls with it. A batch that fails changes nothing, and each
+// of its calls is then sent alone by its caller, under its own deadline.
+
+// batchLockTimeout is a batch's lock_timeout.
+const batchLockTimeout = "100ms"
 
 // newClaimCall is a claim of a new key: claimNewSQL's arguments, and
-// whether it inserted the row.
+// whether it inserted the row, or must be sent alone.
 type newClaimCall struct {
 	row, fingerprint, token []byte
 	leaseUs                 int64
-	inserted                bool
+	inserted, alone         bool
 	err                     error
 }
 
@@ -40,30 +45,35 @@ func (c *newClaimCall) args() []any {
 
 // sendNewClaims runs claimNewSQL for calls.
 func (s *Store) sendNewClaims(ctx context.Context, calls []*newClaimCall) {
-	if len(calls) > 1 {
-		tags, err := sendBatch(ctx, s.pool, s.sql.claimNew, calls, (*newClaimCall).args, func(c *newClaimCall) []byte { return c.row })
-		if err == nil {
-			for i, c := range calls {
-				c.inserted = tags[i].RowsAffected() == 1
-			}
-			return
-		}
+	if len(calls) == 1 {
+		calls[0].err = s.claimNewAlone(ctx, calls[0])
+		return
 	}
-	for _, c := range calls {
-		c.err = s.retry(ctx, func() error {
-			tag, err := s.db.Exec(ctx, s.sql.claimNew, c.args()...)
-			c.inserted = tag.RowsAffected() == 1
-			return err
-		})
+	tags, err := sendBatch(ctx, s.pool, s.sql.claimNew, calls, (*newClaimCall).args, func(c *newClaimCall) []byte { return c.row })
+	for i, c := range calls {
+		c.alone = err != nil
+		if err == nil {
+			c.inserted = tags[i].RowsAffected() == 1
+		}
 	}
 }
 
+// claimNewAlone runs claimNewSQL for c in a statement of its own.
+func (s *Store) claimNewAlone(ctx context.Context, c *newClaimCall) error {
+	return s.retry(ctx, func() error {
+		tag, err := s.db.Exec(ctx, s.sql.claimNew, c.args()...)
+		c.inserted = tag.RowsAffected() == 1
+		return err
+	})
+}
+
 // completeCall is a Complete: completeSQL's arguments, the row's key
-// first, and whether it found the row in flight under its owner.
+// first, and whether it found the row in flight under its owner, or must
+// be sent alone.
 type completeCall struct {
-	args  []any
-	found bool
-	err   error
+	args         []any
+	found, alone bool
+	err          error
 }
 
 // Settle implements batch.Item.
@@ -71,23 +81,27 @@ func (c *completeCall) Settle(err error) { c.err = err }
 
 // sendCompletes runs completeSQL for calls.
 func (s *Store) sendCompletes(ctx context.Context, calls []*completeCall) {
-	if len(calls) > 1 {
-		args := func(c *completeCall) []any { return c.args }
-		tags, err := sendBatch(ctx, s.pool, s.sql.complete, calls, args, func(c *completeCall) []byte { return c.args[0].([]byte) })
+	if len(calls) == 1 {
+		calls[0].err = s.completeAlone(ctx, calls[0])
+		return
+	}
+	args := func(c *completeCall) []any { return c.args }
+	tags, err := sendBatch(ctx, s.pool, s.sql.complete, calls, args, func(c *completeCall) []byte { return c.args[0].([]byte) })
+	for i, c := range calls {
+		c.alone = err != nil
 		if err == nil {
-			for i, c := range calls {
-				c.found = tags[i].RowsAffected() > 0
-			}
-			return
+			c.found = tags[i].RowsAffected() > 0
 		}
 	}
-	for _, c := range calls {
-		c.err = s.retry(ctx, func() error {
-			tag, err := s.db.Exec(ctx, s.sql.complete, c.args...)
-			c.found = tag.RowsAffected() > 0
-			return err
-		})
-	}
+}
+
+// completeAlone runs completeSQL for c in a statement of its own.
+func (s *Store) completeAlone(ctx context.Context, c *completeCall) error {
+	return s.retry(ctx, func() error {
+		tag, err := s.db.Exec(ctx, s.sql.complete, c.args...)
+		c.found = tag.RowsAffected() > 0
+		return err
+	})
 }
 
 // sendBatch runs sql once for each call, with its args, in one batch
@@ -95,16 +109,19 @@ func (s *Store) sendCompletes(ctx context.Context, calls []*completeCall) {
 func sendBatch[C any](ctx context.Context, pool *pgxpool.Pool, sql string, calls []C, args func(C) []any, row func(C) []byte) ([]pgconn.CommandTag, error) {
 	slices.SortFunc(calls, func(a, b C) int { return bytes.Compare(row(a), row(b)) })
 	b := &pgx.Batch{}
+	// Local to the batch's implicit transaction.
+	b.Queue(`SELECT set_config('lock_timeout', '` + batchLockTimeout + `', true)`)
 	for _, c := range calls {
 		b.Queue(sql, args(c)...)
 	}
 	results := pool.SendBatch(ctx, b)
+	_, err := results.Exec()
 	tags := make([]pgconn.CommandTag, len(calls))
-	var err error
 	for i := range calls {
-		if tags[i], err = results.Exec(); err != nil {
+		if err != nil {
 			break
 		}
+		tags[i], err = results.Exec()
 	}
 	if closeErr := results.Close(); err == nil {
 		err = closeErr

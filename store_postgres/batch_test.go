@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,10 +82,11 @@ func (h *heldLanes) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.T
 func (h *heldLanes) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 func (h *heldLanes) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
-	if data.Batch.QueuedQueries[0].SQL != h.claimNew {
+	queued := data.Batch.QueuedQueries
+	if queued[len(queued)-1].SQL != h.claimNew {
 		return ctx
 	}
-	for n := int64(data.Batch.Len()); ; {
+	for n := int64(len(queued) - 1); ; { // after the lock timeout's statement
 		most := h.largest.Load()
 		if n <= most || h.largest.CompareAndSwap(most, n) {
 			return ctx
@@ -115,34 +117,115 @@ func TestBatchOfClaimsOfOneKey(t *testing.T) {
 	assert.Equal(t, 1, inserted)
 }
 
-// TestFailedBatchSendsEachCallAlone: a statement that fails fails its
-// batch; every call is then sent alone, and only the failing one fails.
-func TestFailedBatchSendsEachCallAlone(t *testing.T) {
-	s := newTestStore(t)
-	owners := make([]store.Record, 3)
-	calls := make([]*completeCall, len(owners))
-	for i := range owners {
-		key := fmt.Sprint("key-", i)
-		owners[i] = mustClaim(t, s, key, "fp", fmt.Sprint("token-", i), time.Minute)
-		retentionUs := time.Minute.Microseconds()
-		if i == 1 {
-			retentionUs = math.MaxInt64 // out of an interval's range: the statement fails
-		}
-		calls[i] = &completeCall{args: []any{rowKey(key), []byte(owners[i].Owner.Token), owners[i].Owner.Fence,
-			int16(store.StateCompleted), int32(201), [][]byte(nil), []byte(key), retentionUs}}
+// completeCalls claims each key on s and returns the calls that complete
+// it with a response naming it.
+func completeCalls(t *testing.T, s *Store, keys ...string) []*completeCall {
+	calls := make([]*completeCall, len(keys))
+	for i, key := range keys {
+		owner := mustClaim(t, s, key, "fp", "token-"+key, time.Minute).Owner
+		calls[i] = &completeCall{args: []any{rowKey(key), []byte(owner.Token), owner.Fence,
+			int16(store.StateCompleted), int32(201), [][]byte(nil), []byte(key), time.Minute.Microseconds()}}
 	}
-	byKey := map[*completeCall]int{calls[0]: 0, calls[1]: 1, calls[2]: 2}
+	return calls
+}
+
+// keyOf is the key a call of completeCalls completes: its response's body.
+func keyOf(c *completeCall) string { return string(c.args[6].([]byte)) }
+
+// requireResponse requires key to be completed with the response naming
+// it.
+func requireResponse(t *testing.T, s *Store, key string) {
+	t.Helper()
+	rec, claimed, err := s.Claim(t.Context(), key, "fp", "token-replay", time.Minute)
+	require.NoError(t, err)
+	require.False(t, claimed)
+	require.Equal(t, store.StateCompleted, rec.State, key)
+	assert.Equal(t, key, string(rec.Response.Body), "%s's completion stored its own response", key)
+}
+
+// TestBatchOfCompletions: each call of a batch, which sorts them, is told
+// its own outcome.
+func TestBatchOfCompletions(t *testing.T) {
+	s := newTestStore(t)
+	keys := []string{"a", "b", "c", "d"}
+	calls := completeCalls(t, s, keys...)
+	stale := &completeCall{args: slices.Clone(calls[2].args)}
+	stale.args[2] = int64(99) // a fence that never held "c"
+	calls = append(calls, stale)
 	s.sendCompletes(t.Context(), calls)
 	for _, c := range calls {
-		i := byKey[c]
-		if i == 1 {
-			assert.Error(t, c.err, "the completion past the end of time")
+		require.NoError(t, c.err)
+		require.False(t, c.alone)
+		assert.Equal(t, c != stale, c.found)
+	}
+	for _, key := range keys {
+		requireResponse(t, s, key)
+	}
+}
+
+// TestFailedBatchCommitsNothing: a statement that fails fails its batch,
+// which commits nothing and leaves each call to be sent alone; then only
+// the failing one fails.
+func TestFailedBatchCommitsNothing(t *testing.T) {
+	s := newTestStore(t)
+	calls := completeCalls(t, s, "key-0", "key-1", "key-2")
+	failing := calls[1]
+	failing.args[7] = int64(math.MaxInt64) // out of an interval's range
+	s.sendCompletes(t.Context(), calls)    // sorts calls
+	for _, c := range calls {
+		require.NoError(t, c.err)
+		require.True(t, c.alone)
+		requireInFlight(t, s, keyOf(c))
+	}
+	for _, c := range calls {
+		err := s.completeAlone(t.Context(), c)
+		if c == failing {
+			assert.Error(t, err, "the completion past the end of time")
 			continue
 		}
-		require.NoError(t, c.err)
-		assert.True(t, c.found)
-		rec, _, err := s.Claim(t.Context(), fmt.Sprint("key-", i), "fp", "token-replay", time.Minute)
 		require.NoError(t, err)
-		assert.Equal(t, store.StateCompleted, rec.State)
+		requireResponse(t, s, keyOf(c))
 	}
+}
+
+// TestBatchWaitsBrieflyForRowLocks: a completion whose row a transactional
+// claim took over waits for that transaction; in a batch, the others wait
+// only the batch's lock timeout, then go alone.
+func TestBatchWaitsBrieflyForRowLocks(t *testing.T) {
+	txs := newTestTxStore(t)
+	s := txs.Store
+	lapsed := mustClaim(t, s, "lapsed", "fp", "token-lapsed", time.Millisecond).Owner
+	time.Sleep(5 * time.Millisecond)
+	_, _, tx, err := txs.BeginClaim(t.Context(), "lapsed", "fp", "token-tx")
+	require.NoError(t, err)
+	require.NotNil(t, tx, "the transactional claim took the lapsed key over")
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+
+	calls := completeCalls(t, s, "a", "b")
+	calls = append(calls, &completeCall{args: []any{rowKey("lapsed"), []byte(lapsed.Token), lapsed.Fence,
+		int16(store.StateCompleted), int32(201), [][]byte(nil), []byte("lapsed"), time.Minute.Microseconds()}})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	s.sendCompletes(ctx, calls)
+	assert.Less(t, time.Since(start), 4*time.Second, "the batch waited for the transaction")
+	for _, c := range calls {
+		require.NoError(t, c.err)
+		require.True(t, c.alone, "a batch that met a held row lock fails")
+	}
+	for _, c := range calls {
+		if key := keyOf(c); key != "lapsed" {
+			require.NoError(t, s.completeAlone(t.Context(), c))
+			requireResponse(t, s, key)
+		}
+	}
+}
+
+// requireInFlight requires key to be in flight, its claim not completed.
+func requireInFlight(t *testing.T, s *Store, key string) {
+	t.Helper()
+	rec, claimed, err := s.Claim(t.Context(), key, "fp", "token-look", time.Minute)
+	require.NoError(t, err)
+	require.False(t, claimed)
+	assert.Equal(t, store.StateInFlight, rec.State, "%s was completed by a failed batch", key)
 }

@@ -131,7 +131,11 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	row := rowKey(key)
 	call := &newClaimCall{row: row, fingerprint: []byte(fingerprint), token: []byte(token), leaseUs: lease.Microseconds()}
 	err := s.newClaims.Do(ctx, call)
-	if err == nil {
+	switch {
+	case err != nil:
+	case call.alone:
+		err = s.claimNewAlone(ctx, call)
+	default:
 		err = call.err
 	}
 	if err != nil {

@@ -69,7 +69,11 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 	call := &completeCall{args: []any{rowKey(key), []byte(owner.Token), owner.Fence,
 		int16(state), status, header, body, retention.Microseconds()}}
 	err := s.completes.Do(ctx, call)
-	if err == nil {
+	switch {
+	case err != nil:
+	case call.alone:
+		err = s.completeAlone(ctx, call)
+	default:
 		err = call.err
 	}
 	switch {

@@ -2,31 +2,35 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // batchLanes is how many pipelines of claims, and of completions, a store
 // has in flight at a time; a call that finds them all busy goes out in the
-// next one, with every call that waited meanwhile (see internal/batch).
+// next one, with every call that waited meanwhile (see store/batch).
 const batchLanes = 2
 
-// completeCall is a Complete going out in a batch.
+// completeCall is a Complete going out in a batch; alone means its command
+// failed there, and its caller sends it again by itself.
 type completeCall struct {
-	keys []string
-	args []any
-	err  error
+	keys  []string
+	args  []any
+	alone bool
+	err   error
 }
 
 // Settle implements batch.Item.
 func (call *completeCall) Settle(err error) { call.err = err }
 
-// sendCompletes runs the complete script for calls, all in one pipeline;
-// a server that lost the script (a restart, SCRIPT FLUSH) gets it again
-// from each call alone.
+// sendCompletes runs the complete script for calls, all in one pipeline.
+// A pipeline cannot load a script the server lost (a restart, SCRIPT
+// FLUSH), so a call that met that, or any error but the script's refusal,
+// is sent again alone through Script.Run.
 func (s *Store) sendCompletes(ctx context.Context, calls []*completeCall) {
 	if len(calls) == 1 {
-		calls[0].err = completeScript.Run(ctx, s.client, calls[0].keys, calls[0].args...).Err()
+		calls[0].err = s.completeAlone(ctx, calls[0])
 		return
 	}
 	cmds := make([]*redis.Cmd, len(calls))
@@ -38,8 +42,11 @@ func (s *Store) sendCompletes(ctx context.Context, calls []*completeCall) {
 	})
 	for i, call := range calls {
 		call.err = cmds[i].Err()
-		if redis.HasErrorPrefix(call.err, "NOSCRIPT") {
-			call.err = completeScript.Run(ctx, s.client, call.keys, call.args...).Err()
-		}
+		call.alone = call.err != nil && !errors.Is(call.err, redis.Nil)
 	}
+}
+
+// completeAlone runs the complete script for call by itself.
+func (s *Store) completeAlone(ctx context.Context, call *completeCall) error {
+	return completeScript.Run(ctx, s.client, call.keys, call.args...).Err()
 }

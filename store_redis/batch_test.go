@@ -32,15 +32,7 @@ func TestConcurrentCallsSharePipelines(t *testing.T) {
 		log.take()
 		held := &heldLanes{release: make(chan struct{})}
 		client.AddHook(held)
-		go func() {
-			// Both lanes are held once two claims went out alone; the
-			// others then queue for them.
-			for held.held.Load() < 2 {
-				time.Sleep(time.Millisecond)
-			}
-			time.Sleep(50 * time.Millisecond)
-			close(held.release)
-		}()
+		go releaseOnceHeld(&held.held, held.release)
 
 		errs := make([]error, n)
 		storetest.Together(n, func(i int) {
@@ -75,6 +67,17 @@ func TestConcurrentCallsSharePipelines(t *testing.T) {
 	})
 }
 
+// releaseOnceHeld closes release once both lanes are held (held counts the
+// calls that went out alone) and the calls arriving meanwhile had time to
+// queue for them.
+func releaseOnceHeld(held *atomic.Int64, release chan struct{}) {
+	for held.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+}
+
 // heldLanes is a go-redis hook that holds the first two pipelines (the
 // claims that found a lane free) until release is closed.
 type heldLanes struct {
@@ -90,6 +93,74 @@ func (h *heldLanes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if h.held.Add(1) <= 2 {
 			<-h.release
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestBatchedCompletionsReloadALostScript: a pipeline of completions that
+// finds the script gone (a restart, SCRIPT FLUSH) leaves each to be sent
+// again alone, which loads it; every completion stands.
+func TestBatchedCompletionsReloadALostScript(t *testing.T) {
+	const n = 32
+	client := startRedis(t, freePort(t), "").client(t)
+	s, _ := newStore(t, client)
+	owners := make([]store.Lease, n)
+	for i := range owners {
+		rec, claimed, err := s.Claim(t.Context(), fmt.Sprint("key-", i), "fp", fmt.Sprint("token-", i), time.Minute)
+		require.NoError(t, err)
+		require.True(t, claimed)
+		owners[i] = rec.Owner
+	}
+	lost := &lostScripts{flush: client, release: make(chan struct{})}
+	client.AddHook(lost)
+	go releaseOnceHeld(&lost.held, lost.release)
+	errs := make([]error, n)
+	storetest.Together(n, func(i int) {
+		key := fmt.Sprint("key-", i)
+		errs[i] = s.Complete(t.Context(), key, owners[i], &store.Response{Status: 201, Body: []byte(key)}, time.Minute)
+	})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.Positive(t, lost.flushed.Load(), "no pipeline of completions was sent")
+	for i := range n {
+		key := fmt.Sprint("key-", i)
+		rec, _, err := s.Claim(t.Context(), key, "fp", "token-replay", time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.StateCompleted, rec.State, key)
+		assert.Equal(t, key, string(rec.Response.Body))
+	}
+}
+
+// lostScripts is a go-redis hook that holds the first two completions
+// sent alone until release is closed, and flushes the server's scripts
+// before each pipeline of completions.
+type lostScripts struct {
+	flush   *redis.Client
+	release chan struct{}
+	held    atomic.Int64
+	flushed atomic.Int64
+}
+
+func (l *lostScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *lostScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" && l.held.Add(1) <= 2 {
+			<-l.release
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (l *lostScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 1 && cmds[0].Name() == "evalsha" {
+			if err := l.flush.ScriptFlush(ctx).Err(); err != nil {
+				return err
+			}
+			l.flushed.Add(1)
 		}
 		return next(ctx, cmds)
 	}

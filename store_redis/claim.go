@@ -41,7 +41,8 @@ func (s *Store) claimByScript(ctx context.Context, client redis.Cmdable, c claim
 }
 
 // claimCall is a claim tried without a script (see sendClaims); decided is
-// false for a takeover, which the claim script makes.
+// false for a takeover, and for a call whose part of a shared pipeline
+// failed, which the claim script then decides.
 type claimCall struct {
 	c                claimRequest
 	rec              store.Record
@@ -71,6 +72,11 @@ func (s *Store) sendClaims(ctx context.Context, client redis.Cmdable, calls []*c
 	})
 	for i, call := range calls {
 		call.rec, call.claimed, call.decided, call.err = s.decideClaim(call.c, cmds[2*i], cmds[2*i+1])
+		if call.err != nil && len(calls) > 1 {
+			// The shared pipeline failed, or this call's part of it: the
+			// claim script decides it, for its caller alone.
+			call.decided, call.err = false, nil
+		}
 	}
 }
 

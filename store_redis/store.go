@@ -23,8 +23,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seed43327c4c/idempotency/internal/batch"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/batch"
 	"github.com/seed43327c4c/idempotency/store/headercodec"
 )
 
@@ -184,10 +184,15 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 		return s.completeAcked(ctx, s.keys(key), args)
 	}
 	call := &completeCall{keys: s.keys(key), args: args}
-	if err := s.completes.Do(ctx, call); err != nil {
-		return ownerErr("complete", err)
+	err := s.completes.Do(ctx, call)
+	switch {
+	case err != nil:
+	case call.alone:
+		err = s.completeAlone(ctx, call)
+	default:
+		err = call.err
 	}
-	return ownerErr("complete", call.err)
+	return ownerErr("complete", err)
 }
 
 // Release implements store.Store. The record stays in flight without a

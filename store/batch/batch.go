@@ -1,9 +1,11 @@
-// Package batch lets concurrent callers share a store's round trips. A call
-// that finds a lane free is sent at once, alone, on the caller's goroutine;
-// a call that finds every lane busy waits for the first lane to come free,
-// and goes out with every other call that waited meanwhile, in one round
-// trip. Under no load nothing waits; under load the number of round trips
-// (and the system calls on both ends) falls with the queue.
+// Package batch lets a store's concurrent calls share round trips; the Redis
+// and Postgres stores send their claims and completions through it, and a
+// store of one's own may too. A call that finds a lane free is sent at once,
+// alone, on the caller's goroutine; a call that finds every lane busy waits
+// for the first lane to come free, and goes out with every other call that
+// waited meanwhile, in one round trip. Under no load nothing waits; under
+// load the number of round trips (and the system calls on both ends) falls
+// with the queue.
 package batch
 
 import (
@@ -48,14 +50,18 @@ func New[T Item](lanes int, send func(ctx context.Context, items []T)) *Sender[T
 
 // Do sends item, alone or in a batch, and returns once it is settled, or
 // ctx.Err() when ctx ends first; item must then not be read, as a batch may
-// still settle it.
+// still settle it. A call sent alone goes out with ctx; a batch with the
+// values of its first caller whose context is live, the latest of their
+// deadlines, and no caller's cancellation.
 func (s *Sender[T]) Do(ctx context.Context, item T) error {
 	s.mu.Lock()
 	if s.busy < s.lanes {
 		s.busy++
 		s.mu.Unlock()
+		// Deferred, so that a send that panics on the caller's goroutine
+		// (net/http recovers a handler's panic) frees its lane.
+		defer s.next()
 		s.send(ctx, []T{item})
-		s.next()
 		return nil
 	}
 	w := waiter[T]{ctx: ctx, item: item, done: make(chan struct{})}
@@ -93,13 +99,16 @@ func (s *Sender[T]) drain(batch []waiter[T]) {
 			s.mu.Unlock()
 			return
 		}
+		clear(batch) // let the sent calls' responses go
 		batch, s.waiting = s.waiting, batch[:0]
 		s.mu.Unlock()
 	}
 }
 
 // sendWaiting sends the calls of batch whose contexts are live, under the
-// latest of their deadlines, and wakes every caller.
+// latest of their deadlines and with the first one's values, and wakes
+// every caller. A caller whose deadline passes while the batch is out
+// returns then; what the batch does for its call stands.
 func (s *Sender[T]) sendWaiting(batch []waiter[T]) {
 	items := make([]T, 0, len(batch))
 	var (

@@ -147,23 +147,35 @@ func TestDoReturnsWhenTheContextEndsWhileWaiting(t *testing.T) {
 
 type valueKey struct{}
 
-func TestABatchOutlivesItsCallersCancellationUntilTheLastDeadline(t *testing.T) {
-	release := make(chan struct{})
-	type seen struct {
-		deadline time.Time
-		bounded  bool
-		value    any
-		err      error
-	}
-	batches := make(chan seen, 2)
-	s := New(1, func(ctx context.Context, items []*call) {
+// seen is what a batch's send saw of its context.
+type seen struct {
+	deadline time.Time
+	bounded  bool
+	value    any
+	err      error
+}
+
+// heldBatch returns a Sender with one lane whose first call (n 0) holds
+// the lane until release is closed, and whose next batch reports its
+// context on batches once sent is closed (after inBatch closes).
+func heldBatch() (s *Sender[*call], release, inBatch, sent chan struct{}, batches chan seen) {
+	release, inBatch, sent = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	batches = make(chan seen, 1)
+	s = New(1, func(ctx context.Context, items []*call) {
 		if items[0].n == 0 {
 			<-release
 			return
 		}
+		close(inBatch)
+		<-sent
 		d, ok := ctx.Deadline()
 		batches <- seen{d, ok, ctx.Value(valueKey{}), ctx.Err()}
 	})
+	return s, release, inBatch, sent, batches
+}
+
+func TestABatchOutlivesItsCallersCancellationUntilTheLastDeadline(t *testing.T) {
+	s, release, inBatch, sent, batches := heldBatch()
 	var wg sync.WaitGroup
 	wg.Go(func() { assert.NoError(t, s.Do(context.Background(), &call{n: 0})) })
 	require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.busy == 1 }, 5*time.Second, time.Millisecond)
@@ -172,18 +184,38 @@ func TestABatchOutlivesItsCallersCancellationUntilTheLastDeadline(t *testing.T) 
 	early, cancelEarly := context.WithDeadline(context.WithValue(context.Background(), valueKey{}, "early"), now.Add(time.Hour))
 	late, cancelLate := context.WithDeadline(context.Background(), now.Add(2*time.Hour))
 	defer cancelLate()
-	wg.Go(func() { assert.NoError(t, s.Do(early, &call{n: 1})) })
+	wg.Go(func() { assert.ErrorIs(t, s.Do(early, &call{n: 1}), context.Canceled) })
 	waitQueued(t, s, 1)
 	wg.Go(func() { assert.NoError(t, s.Do(late, &call{n: 2})) })
 	waitQueued(t, s, 2)
 	close(release)
+	<-inBatch
+	cancelEarly() // while the batch is out
+	close(sent)
 	wg.Wait()
-	cancelEarly()
 	got := <-batches
 	assert.True(t, got.bounded)
 	assert.WithinDuration(t, now.Add(2*time.Hour), got.deadline, time.Millisecond, "the batch ends at the last deadline")
 	assert.Equal(t, "early", got.value, "the batch carries the first caller's values")
-	assert.NoError(t, got.err)
+	assert.NoError(t, got.err, "a caller's cancellation cut the batch")
+}
+
+func TestABatchWithACallerWithoutDeadlineHasNone(t *testing.T) {
+	s, release, inBatch, sent, batches := heldBatch()
+	var wg sync.WaitGroup
+	wg.Go(func() { assert.NoError(t, s.Do(context.Background(), &call{n: 0})) })
+	require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.busy == 1 }, 5*time.Second, time.Millisecond)
+	bounded, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	wg.Go(func() { assert.NoError(t, s.Do(bounded, &call{n: 1})) })
+	waitQueued(t, s, 1)
+	wg.Go(func() { assert.NoError(t, s.Do(context.Background(), &call{n: 2})) })
+	waitQueued(t, s, 2)
+	close(release)
+	<-inBatch
+	close(sent)
+	wg.Wait()
+	assert.False(t, (<-batches).bounded)
 }
 
 func TestNewRefusesNoLanes(t *testing.T) {
