@@ -31,10 +31,11 @@ func TestConcurrentCallsShareBatches(t *testing.T) {
 	go func() {
 		// Both lanes are held once two claims went out alone; the others
 		// then queue for them.
-		for tracer.held.Load() < batchLanes {
-			time.Sleep(time.Millisecond)
+		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(time.Millisecond) {
+			if tracer.held.Load() >= batchLanes && s.newClaims.Waiting() >= 2 {
+				break
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
 		close(tracer.release)
 	}()
 	storetest.Together(n, func(i int) {
@@ -167,11 +168,14 @@ func TestBatchOfCompletions(t *testing.T) {
 // which commits nothing and leaves each call to be sent alone; then only
 // the failing one fails.
 func TestFailedBatchCommitsNothing(t *testing.T) {
-	s := newTestStore(t)
+	s := newTestStoreOn(t, ownPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 }))
 	calls := completeCalls(t, s, "key-0", "key-1", "key-2")
 	failing := calls[1]
 	failing.args[7] = int64(math.MaxInt64) // out of an interval's range
 	s.sendCompletes(t.Context(), calls)    // sorts calls
+	var lockTimeout string
+	require.NoError(t, s.pool.QueryRow(t.Context(), "SHOW lock_timeout").Scan(&lockTimeout))
+	assert.Equal(t, "0", lockTimeout, "the batch's lock timeout outlived it on the pool's one connection")
 	for _, c := range calls {
 		require.NoError(t, c.err)
 		require.True(t, c.alone)

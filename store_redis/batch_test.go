@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/storetest"
+	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
 
 // TestConcurrentCallsSharePipelines: while both lanes of claims are held,
@@ -32,7 +34,7 @@ func TestConcurrentCallsSharePipelines(t *testing.T) {
 		log.take()
 		held := &heldLanes{release: make(chan struct{})}
 		client.AddHook(held)
-		go releaseOnceHeld(&held.held, held.release)
+		go releaseOnceHeld(&held.held, held.release, func() int { return redisstore.ClaimsWaiting(s) })
 
 		errs := make([]error, n)
 		storetest.Together(n, func(i int) {
@@ -68,13 +70,14 @@ func TestConcurrentCallsSharePipelines(t *testing.T) {
 }
 
 // releaseOnceHeld closes release once both lanes are held (held counts the
-// calls that went out alone) and the calls arriving meanwhile had time to
-// queue for them.
-func releaseOnceHeld(held *atomic.Int64, release chan struct{}) {
-	for held.Load() < 2 {
-		time.Sleep(time.Millisecond)
+// calls that went out alone) and at least two calls wait for them, or
+// after ten seconds.
+func releaseOnceHeld(held *atomic.Int64, release chan struct{}, waiting func() int) {
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(time.Millisecond) {
+		if held.Load() >= 2 && waiting() >= 2 {
+			break
+		}
 	}
-	time.Sleep(50 * time.Millisecond)
 	close(release)
 }
 
@@ -114,7 +117,7 @@ func TestBatchedCompletionsReloadALostScript(t *testing.T) {
 	}
 	lost := &lostScripts{flush: client, release: make(chan struct{})}
 	client.AddHook(lost)
-	go releaseOnceHeld(&lost.held, lost.release)
+	go releaseOnceHeld(&lost.held, lost.release, func() int { return redisstore.CompletesWaiting(s) })
 	errs := make([]error, n)
 	storetest.Together(n, func(i int) {
 		key := fmt.Sprint("key-", i)
@@ -163,5 +166,57 @@ func (l *lostScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 			l.flushed.Add(1)
 		}
 		return next(ctx, cmds)
+	}
+}
+
+// TestClaimsOfAFailedPipelineGoToTheScript: when a shared pipeline of
+// claims fails after the server ran it, each claim is decided again alone
+// by the claim script, which finds its own record: every key is claimed
+// once, under its own token, at fence 1.
+func TestClaimsOfAFailedPipelineGoToTheScript(t *testing.T) {
+	const n = 32
+	client := startRedis(t, freePort(t), "").client(t)
+	s, _ := newStore(t, client)
+	held := &heldLanes{release: make(chan struct{})}
+	broken := &brokenPipeline{}
+	client.AddHook(broken)
+	client.AddHook(held)
+	go releaseOnceHeld(&held.held, held.release, func() int { return redisstore.ClaimsWaiting(s) })
+	recs := make([]store.Record, n)
+	claimed := make([]bool, n)
+	errs := make([]error, n)
+	storetest.Together(n, func(i int) {
+		recs[i], claimed[i], errs[i] = s.Claim(t.Context(), fmt.Sprint("key-", i), "fp", fmt.Sprint("token-", i), time.Minute)
+	})
+	require.Positive(t, broken.failed.Load(), "no shared pipeline of claims was sent")
+	for i := range n {
+		require.NoError(t, errs[i])
+		require.True(t, claimed[i], "key-%d", i)
+		assert.Equal(t, store.Lease{Token: fmt.Sprint("token-", i), Fence: 1}, recs[i].Owner)
+	}
+}
+
+// brokenPipeline is a go-redis hook that runs the first shared pipeline of
+// claims, then reports every command of it failed, as a connection lost
+// before the replies arrived would.
+type brokenPipeline struct {
+	failed atomic.Int64
+}
+
+func (b *brokenPipeline) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (b *brokenPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (b *brokenPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if len(cmds) > 2 && cmds[0].Name() == "pttl" && b.failed.Add(1) == 1 {
+			lost := errors.New("connection lost before the replies")
+			for _, cmd := range cmds {
+				cmd.SetErr(lost)
+			}
+			return lost
+		}
+		return err
 	}
 }

@@ -26,3 +26,9 @@ func ScriptedClaims(s *Store) *Store {
 	s.atOnce.Store(false)
 	return s
 }
+
+// ClaimsWaiting and CompletesWaiting report how many calls of s wait for
+// a lane.
+func ClaimsWaiting(s *Store) int { return s.claims.Waiting() }
+
+func CompletesWaiting(s *Store) int { return s.completes.Waiting() }

@@ -10,16 +10,16 @@ package batch
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
 
-// Item is one call: Send settles it (fills its results, or its error)
-// before Do returns. Do hands a settled item back only to a caller that
-// did not give up on it.
+// Item is one call: a Sender's send settles it (fills its results, or its
+// error) before Do returns nil.
 type Item interface {
 	// Settle records err as the item's outcome when it is not sent: its
-	// context ended while it waited.
+	// context ended while it waited, before its caller took it back.
 	Settle(err error)
 }
 
@@ -40,7 +40,8 @@ type waiter[T Item] struct {
 }
 
 // New returns a Sender that calls send with each batch; send settles every
-// item it is given, and must not keep the slice. lanes must be at least 1.
+// item it is given, may reorder the slice, and must not keep it. lanes
+// must be at least 1.
 func New[T Item](lanes int, send func(ctx context.Context, items []T)) *Sender[T] {
 	if lanes < 1 {
 		panic("batch: New expects lanes >= 1")
@@ -48,11 +49,14 @@ func New[T Item](lanes int, send func(ctx context.Context, items []T)) *Sender[T
 	return &Sender[T]{send: send, lanes: lanes}
 }
 
-// Do sends item, alone or in a batch, and returns once it is settled, or
-// ctx.Err() when ctx ends first; item must then not be read, as a batch may
-// still settle it. A call sent alone goes out with ctx; a batch with the
-// values of its first caller whose context is live, the latest of their
-// deadlines, and no caller's cancellation.
+// Do sends item, alone or in a batch, and returns once it is settled. When
+// ctx ends while item waits for a lane, Do takes it out of the queue and
+// returns ctx.Err(): it was never sent, and item must not be read. Once a
+// batch holds it, its outcome is the batch's, which Do waits for: a store
+// may still be reading what item lends it. A call sent alone goes out with
+// ctx; a batch with the values of its first caller whose context is live,
+// and the latest of their deadlines (none if one of them has none), and no
+// caller's cancellation.
 func (s *Sender[T]) Do(ctx context.Context, item T) error {
 	s.mu.Lock()
 	if s.busy < s.lanes {
@@ -71,8 +75,23 @@ func (s *Sender[T]) Do(ctx context.Context, item T) error {
 	case <-w.done:
 		return nil
 	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	if i := slices.IndexFunc(s.waiting, func(o waiter[T]) bool { return o.done == w.done }); i >= 0 {
+		s.waiting = slices.Delete(s.waiting, i, i+1)
+		s.mu.Unlock()
 		return ctx.Err()
 	}
+	s.mu.Unlock()
+	<-w.done
+	return nil
+}
+
+// Waiting reports how many calls wait for a lane.
+func (s *Sender[T]) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting)
 }
 
 // next passes a lane that came free to the calls waiting for one, on a

@@ -117,7 +117,7 @@ func TestDoUnderARace(t *testing.T) {
 	t.Logf("%d calls in %d batches", len(all), batches.Load())
 }
 
-func TestDoReturnsWhenTheContextEndsWhileWaiting(t *testing.T) {
+func TestDoTakesBackACallWhoseContextEndsWhileItWaits(t *testing.T) {
 	release := make(chan struct{})
 	var got []*call
 	s := New(1, func(_ context.Context, items []*call) {
@@ -138,11 +138,11 @@ func TestDoReturnsWhenTheContextEndsWhileWaiting(t *testing.T) {
 	late := &call{}
 	err := s.Do(ctx, late)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the caller waited for the busy lane past its deadline")
+	assert.Zero(t, s.Waiting(), "the call is still queued")
 	close(release)
 	<-done
 	require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.busy == 0 }, 5*time.Second, time.Millisecond)
-	assert.Equal(t, []*call{first}, got, "a call whose context ended was sent")
-	assert.ErrorIs(t, late.settled, context.DeadlineExceeded)
+	assert.Equal(t, []*call{first}, got, "a call taken back was sent")
 }
 
 type valueKey struct{}
@@ -184,14 +184,21 @@ func TestABatchOutlivesItsCallersCancellationUntilTheLastDeadline(t *testing.T) 
 	early, cancelEarly := context.WithDeadline(context.WithValue(context.Background(), valueKey{}, "early"), now.Add(time.Hour))
 	late, cancelLate := context.WithDeadline(context.Background(), now.Add(2*time.Hour))
 	defer cancelLate()
-	wg.Go(func() { assert.ErrorIs(t, s.Do(early, &call{n: 1}), context.Canceled) })
+	earlyDone := make(chan error, 1)
+	go func() { earlyDone <- s.Do(early, &call{n: 1}) }()
 	waitQueued(t, s, 1)
 	wg.Go(func() { assert.NoError(t, s.Do(late, &call{n: 2})) })
 	waitQueued(t, s, 2)
 	close(release)
 	<-inBatch
 	cancelEarly() // while the batch is out
+	select {
+	case err := <-earlyDone:
+		t.Fatalf("Do returned %v while its call was out in a batch", err)
+	case <-time.After(20 * time.Millisecond):
+	}
 	close(sent)
+	assert.NoError(t, <-earlyDone, "a call out in a batch has the batch's outcome")
 	wg.Wait()
 	got := <-batches
 	assert.True(t, got.bounded)
