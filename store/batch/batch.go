@@ -126,8 +126,7 @@ func (s *Sender[T]) drain(batch []waiter[T]) {
 
 // sendWaiting sends the calls of batch whose contexts are live, under the
 // latest of their deadlines and with the first one's values, and wakes
-// every caller. A caller whose deadline passes while the batch is out
-// returns then; what the batch does for its call stands.
+// every caller; a call whose context ended is settled with its error.
 func (s *Sender[T]) sendWaiting(batch []waiter[T]) {
 	items := make([]T, 0, len(batch))
 	var (
