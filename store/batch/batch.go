@@ -55,8 +55,8 @@ func New[T Item](lanes int, send func(ctx context.Context, items []T)) *Sender[T
 // batch holds it, its outcome is the batch's, which Do waits for: a store
 // may still be reading what item lends it. A call sent alone goes out with
 // ctx; a batch with the values of its first caller whose context is live,
-// and the latest of their deadlines (none if one of them has none), and no
-// caller's cancellation.
+// the earliest of their deadlines, so that no caller waits past its own,
+// and no caller's cancellation.
 func (s *Sender[T]) Do(ctx context.Context, item T) error {
 	s.mu.Lock()
 	if s.busy < s.lanes {
@@ -125,14 +125,14 @@ func (s *Sender[T]) drain(batch []waiter[T]) {
 }
 
 // sendWaiting sends the calls of batch whose contexts are live, under the
-// latest of their deadlines and with the first one's values, and wakes
+// earliest of their deadlines and with the first one's values, and wakes
 // every caller; a call whose context ended is settled with its error.
 func (s *Sender[T]) sendWaiting(batch []waiter[T]) {
 	items := make([]T, 0, len(batch))
 	var (
 		values   context.Context
 		deadline time.Time
-		bounded  = true
+		bounded  bool
 	)
 	for _, w := range batch {
 		if err := w.ctx.Err(); err != nil {
@@ -142,17 +142,15 @@ func (s *Sender[T]) sendWaiting(batch []waiter[T]) {
 		if values == nil {
 			values = w.ctx
 		}
-		d, ok := w.ctx.Deadline()
-		bounded = bounded && ok
-		if d.After(deadline) {
-			deadline = d
+		if d, ok := w.ctx.Deadline(); ok && (!bounded || d.Before(deadline)) {
+			deadline, bounded = d, true
 		}
 		items = append(items, w.item)
 	}
 	if len(items) > 0 {
-		// A caller's cancellation must not cut the others' round trip:
-		// the batch keeps the first live caller's values and ends at the
-		// last deadline.
+		// A caller's cancellation must not cut the others' round trip,
+		// and a caller waits for its batch (see Do): the batch keeps the
+		// first live caller's values and ends at the first deadline.
 		ctx := context.WithoutCancel(values)
 		cancel := context.CancelFunc(func() {})
 		if bounded {

@@ -174,7 +174,7 @@ func heldBatch() (s *Sender[*call], release, inBatch, sent chan struct{}, batche
 	return s, release, inBatch, sent, batches
 }
 
-func TestABatchOutlivesItsCallersCancellationUntilTheLastDeadline(t *testing.T) {
+func TestABatchOutlivesItsCallersCancellationUntilTheFirstDeadline(t *testing.T) {
 	s, release, inBatch, sent, batches := heldBatch()
 	var wg sync.WaitGroup
 	wg.Go(func() { assert.NoError(t, s.Do(context.Background(), &call{n: 0})) })
@@ -202,12 +202,12 @@ func TestABatchOutlivesItsCallersCancellationUntilTheLastDeadline(t *testing.T) 
 	wg.Wait()
 	got := <-batches
 	assert.True(t, got.bounded)
-	assert.WithinDuration(t, now.Add(2*time.Hour), got.deadline, time.Millisecond, "the batch ends at the last deadline")
+	assert.WithinDuration(t, now.Add(time.Hour), got.deadline, time.Millisecond, "the batch ends at the first deadline")
 	assert.Equal(t, "early", got.value, "the batch carries the first caller's values")
 	assert.NoError(t, got.err, "a caller's cancellation cut the batch")
 }
 
-func TestABatchWithACallerWithoutDeadlineHasNone(t *testing.T) {
+func TestABatchEndsAtTheDeadlineOfTheCallersThatHaveOne(t *testing.T) {
 	s, release, inBatch, sent, batches := heldBatch()
 	var wg sync.WaitGroup
 	wg.Go(func() { assert.NoError(t, s.Do(context.Background(), &call{n: 0})) })
@@ -222,7 +222,10 @@ func TestABatchWithACallerWithoutDeadlineHasNone(t *testing.T) {
 	<-inBatch
 	close(sent)
 	wg.Wait()
-	assert.False(t, (<-batches).bounded)
+	got := <-batches
+	assert.True(t, got.bounded, "a caller without a deadline left the batch unbounded")
+	want, _ := bounded.Deadline()
+	assert.Equal(t, want, got.deadline)
 }
 
 func TestNewRefusesNoLanes(t *testing.T) {
