@@ -21,18 +21,19 @@ const batchLanes = 2
 // batches never wait for each other's rows in a cycle. It waits at most
 // batchLockTimeout for a row lock: a completion whose row a transactional
 // claim took over waits for that transaction to end, and must not hold the
-// batch's other calls with it. A batch that fails changes nothing, and each
-// of its calls is then sent alone by its caller, under its own deadline.
+// batch's other calls with it. A batch that fails changes nothing, and
+// store/batch then has each of its callers send its call alone, under its
+// own deadline.
 
 // batchLockTimeout is a batch's lock_timeout.
 const batchLockTimeout = "100ms"
 
 // newClaimCall is a claim of a new key: claimNewSQL's arguments, and
-// whether it inserted the row, or must be sent alone.
+// whether it inserted the row.
 type newClaimCall struct {
 	row, fingerprint, token []byte
 	leaseUs                 int64
-	inserted, alone         bool
+	inserted                bool
 	err                     error
 }
 
@@ -43,24 +44,22 @@ func (c *newClaimCall) args() []any {
 	return []any{c.row, c.fingerprint, c.token, c.leaseUs, lockHash(c.row)}
 }
 
-// sendNewClaims runs claimNewSQL for calls.
-func (s *Store) sendNewClaims(ctx context.Context, calls []*newClaimCall) {
-	if len(calls) == 1 {
-		calls[0].err = s.claimNewAlone(ctx, calls[0])
-		return
-	}
+// sendNewClaims runs claimNewSQL for calls in one batch, and returns them
+// all if it failed.
+func (s *Store) sendNewClaims(ctx context.Context, calls []*newClaimCall) (again []*newClaimCall) {
 	tags, err := sendBatch(ctx, s.pool, s.sql.claimNew, calls, (*newClaimCall).args, func(c *newClaimCall) []byte { return c.row })
-	for i, c := range calls {
-		c.alone = err != nil
-		if err == nil {
-			c.inserted = tags[i].RowsAffected() == 1
-		}
+	if err != nil {
+		return calls
 	}
+	for i, c := range calls {
+		c.inserted = tags[i].RowsAffected() == 1
+	}
+	return nil
 }
 
 // claimNewAlone runs claimNewSQL for c in a statement of its own.
-func (s *Store) claimNewAlone(ctx context.Context, c *newClaimCall) error {
-	return s.retry(ctx, func() error {
+func (s *Store) claimNewAlone(ctx context.Context, c *newClaimCall) {
+	c.err = s.retry(ctx, func() error {
 		tag, err := s.db.Exec(ctx, s.sql.claimNew, c.args()...)
 		c.inserted = tag.RowsAffected() == 1
 		return err
@@ -68,36 +67,33 @@ func (s *Store) claimNewAlone(ctx context.Context, c *newClaimCall) error {
 }
 
 // completeCall is a Complete: completeSQL's arguments, the row's key
-// first, and whether it found the row in flight under its owner, or must
-// be sent alone.
+// first, and whether it found the row in flight under its owner.
 type completeCall struct {
-	args         []any
-	found, alone bool
-	err          error
+	args  []any
+	found bool
+	err   error
 }
 
 // Settle implements batch.Item.
 func (c *completeCall) Settle(err error) { c.err = err }
 
-// sendCompletes runs completeSQL for calls.
-func (s *Store) sendCompletes(ctx context.Context, calls []*completeCall) {
-	if len(calls) == 1 {
-		calls[0].err = s.completeAlone(ctx, calls[0])
-		return
-	}
+// sendCompletes runs completeSQL for calls in one batch, and returns them
+// all if it failed.
+func (s *Store) sendCompletes(ctx context.Context, calls []*completeCall) (again []*completeCall) {
 	args := func(c *completeCall) []any { return c.args }
 	tags, err := sendBatch(ctx, s.pool, s.sql.complete, calls, args, func(c *completeCall) []byte { return c.args[0].([]byte) })
-	for i, c := range calls {
-		c.alone = err != nil
-		if err == nil {
-			c.found = tags[i].RowsAffected() > 0
-		}
+	if err != nil {
+		return calls
 	}
+	for i, c := range calls {
+		c.found = tags[i].RowsAffected() > 0
+	}
+	return nil
 }
 
 // completeAlone runs completeSQL for c in a statement of its own.
-func (s *Store) completeAlone(ctx context.Context, c *completeCall) error {
-	return s.retry(ctx, func() error {
+func (s *Store) completeAlone(ctx context.Context, c *completeCall) {
+	c.err = s.retry(ctx, func() error {
 		tag, err := s.db.Exec(ctx, s.sql.complete, c.args...)
 		c.found = tag.RowsAffected() > 0
 		return err

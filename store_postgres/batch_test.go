@@ -107,7 +107,7 @@ func TestBatchOfClaimsOfOneKey(t *testing.T) {
 	for i := range calls {
 		calls[i] = &newClaimCall{row: row, fingerprint: []byte("fp"), token: fmt.Appendf(nil, "token-%d", i), leaseUs: time.Minute.Microseconds()}
 	}
-	s.sendNewClaims(t.Context(), calls)
+	require.Empty(t, s.sendNewClaims(t.Context(), calls), "the batch failed")
 	inserted := 0
 	for _, c := range calls {
 		require.NoError(t, c.err)
@@ -153,10 +153,9 @@ func TestBatchOfCompletions(t *testing.T) {
 	stale := &completeCall{args: slices.Clone(calls[2].args)}
 	stale.args[2] = int64(99) // a fence that never held "c"
 	calls = append(calls, stale)
-	s.sendCompletes(t.Context(), calls)
+	require.Empty(t, s.sendCompletes(t.Context(), calls), "the batch failed")
 	for _, c := range calls {
 		require.NoError(t, c.err)
-		require.False(t, c.alone)
 		assert.Equal(t, c != stale, c.found)
 	}
 	for _, key := range keys {
@@ -171,23 +170,23 @@ func TestFailedBatchCommitsNothing(t *testing.T) {
 	s := newTestStoreOn(t, ownPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 }))
 	calls := completeCalls(t, s, "key-0", "key-1", "key-2")
 	failing := calls[1]
-	failing.args[7] = int64(math.MaxInt64) // out of an interval's range
-	s.sendCompletes(t.Context(), calls)    // sorts calls
+	failing.args[7] = int64(math.MaxInt64)       // out of an interval's range
+	again := s.sendCompletes(t.Context(), calls) // sorts calls
+	require.ElementsMatch(t, calls, again, "a failed batch leaves every call to be sent alone")
 	var lockTimeout string
 	require.NoError(t, s.pool.QueryRow(t.Context(), "SHOW lock_timeout").Scan(&lockTimeout))
 	assert.Equal(t, "0", lockTimeout, "the batch's lock timeout outlived it on the pool's one connection")
 	for _, c := range calls {
 		require.NoError(t, c.err)
-		require.True(t, c.alone)
 		requireInFlight(t, s, keyOf(c))
 	}
 	for _, c := range calls {
-		err := s.completeAlone(t.Context(), c)
+		s.completeAlone(t.Context(), c)
 		if c == failing {
-			assert.Error(t, err, "the completion past the end of time")
+			assert.Error(t, c.err, "the completion past the end of time")
 			continue
 		}
-		require.NoError(t, err)
+		require.NoError(t, c.err)
 		requireResponse(t, s, keyOf(c))
 	}
 }
@@ -211,15 +210,16 @@ func TestBatchWaitsBrieflyForRowLocks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	s.sendCompletes(ctx, calls)
+	again := s.sendCompletes(ctx, calls)
 	assert.Less(t, time.Since(start), 4*time.Second, "the batch waited for the transaction")
+	require.ElementsMatch(t, calls, again, "a batch that met a held row lock fails")
 	for _, c := range calls {
 		require.NoError(t, c.err)
-		require.True(t, c.alone, "a batch that met a held row lock fails")
 	}
 	for _, c := range calls {
 		if key := keyOf(c); key != "lapsed" {
-			require.NoError(t, s.completeAlone(t.Context(), c))
+			s.completeAlone(t.Context(), c)
+			require.NoError(t, c.err)
 			requireResponse(t, s, key)
 		}
 	}

@@ -131,11 +131,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	row := rowKey(key)
 	call := &newClaimCall{row: row, fingerprint: []byte(fingerprint), token: []byte(token), leaseUs: lease.Microseconds()}
 	err := s.newClaims.Do(ctx, call)
-	switch {
-	case err != nil:
-	case call.alone:
-		err = s.claimNewAlone(ctx, call)
-	default:
+	if err == nil {
 		err = call.err
 	}
 	if err != nil {

@@ -69,11 +69,7 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 	call := &completeCall{args: []any{rowKey(key), []byte(owner.Token), owner.Fence,
 		int16(state), status, header, body, retention.Microseconds()}}
 	err := s.completes.Do(ctx, call)
-	switch {
-	case err != nil:
-	case call.alone:
-		err = s.completeAlone(ctx, call)
-	default:
+	if err == nil {
 		err = call.err
 	}
 	switch {

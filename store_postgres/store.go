@@ -120,7 +120,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	s.name = s.qualified(s.table)
 	s.sql = newStatements(s.name)
 	s.listener = newListener(s)
-	s.newClaims = batch.New(batchLanes, s.sendNewClaims)
-	s.completes = batch.New(batchLanes, s.sendCompletes)
+	s.newClaims = batch.New(batchLanes, s.claimNewAlone, s.sendNewClaims)
+	s.completes = batch.New(batchLanes, s.completeAlone, s.sendCompletes)
 	return s
 }

@@ -12,13 +12,11 @@ import (
 // next one, with every call that waited meanwhile (see store/batch).
 const batchLanes = 2
 
-// completeCall is a Complete going out in a batch; alone means its command
-// failed there, and its caller sends it again by itself.
+// completeCall is a Complete going out in a batch.
 type completeCall struct {
-	keys  []string
-	args  []any
-	alone bool
-	err   error
+	keys []string
+	args []any
+	err  error
 }
 
 // Settle implements batch.Item.
@@ -26,13 +24,10 @@ func (call *completeCall) Settle(err error) { call.err = err }
 
 // sendCompletes runs the complete script for calls, all in one pipeline.
 // A pipeline cannot load a script the server lost (a restart, SCRIPT
-// FLUSH), so a call that met that, or any error but the script's refusal,
-// is sent again alone through Script.Run.
-func (s *Store) sendCompletes(ctx context.Context, calls []*completeCall) {
-	if len(calls) == 1 {
-		calls[0].err = s.completeAlone(ctx, calls[0])
-		return
-	}
+// FLUSH), so it returns the calls that met that, or any error but the
+// script's refusal, for their callers to send again alone through
+// Script.Run.
+func (s *Store) sendCompletes(ctx context.Context, calls []*completeCall) (again []*completeCall) {
 	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, call := range calls {
@@ -42,11 +37,14 @@ func (s *Store) sendCompletes(ctx context.Context, calls []*completeCall) {
 	})
 	for i, call := range calls {
 		call.err = cmds[i].Err()
-		call.alone = call.err != nil && !errors.Is(call.err, redis.Nil)
+		if call.err != nil && !errors.Is(call.err, redis.Nil) {
+			again = append(again, call)
+		}
 	}
+	return again
 }
 
 // completeAlone runs the complete script for call by itself.
-func (s *Store) completeAlone(ctx context.Context, call *completeCall) error {
-	return completeScript.Run(ctx, s.client, call.keys, call.args...).Err()
+func (s *Store) completeAlone(ctx context.Context, call *completeCall) {
+	call.err = completeScript.Run(ctx, s.client, call.keys, call.args...).Err()
 }

@@ -72,12 +72,25 @@ func (s *Store) sendClaims(ctx context.Context, client redis.Cmdable, calls []*c
 	})
 	for i, call := range calls {
 		call.rec, call.claimed, call.decided, call.err = s.decideClaim(call.c, cmds[2*i], cmds[2*i+1])
-		if call.err != nil && len(calls) > 1 {
-			// The shared pipeline failed, or this call's part of it: the
-			// claim script decides it, for its caller alone.
+	}
+}
+
+// claimAlone is sendClaims for call by itself.
+func (s *Store) claimAlone(ctx context.Context, call *claimCall) {
+	s.sendClaims(ctx, s.client, []*claimCall{call})
+}
+
+// sendSharedClaims is sendClaims for a batch of calls: one whose part of
+// the shared pipeline failed is left to the claim script, for its caller
+// alone (see claimBatched).
+func (s *Store) sendSharedClaims(ctx context.Context, calls []*claimCall) (again []*claimCall) {
+	s.sendClaims(ctx, s.client, calls)
+	for _, call := range calls {
+		if call.err != nil {
 			call.decided, call.err = false, nil
 		}
 	}
+	return nil
 }
 
 // decideClaim reads the replies of c's PTTL and SET NX GET.

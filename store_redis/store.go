@@ -88,8 +88,8 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		panic("redisstore: New expects a client with ContextTimeoutEnabled: true, without which a stalled connection ignores the middleware's deadlines")
 	}
 	s.atOnce.Store(true)
-	s.claims = batch.New(batchLanes, func(ctx context.Context, calls []*claimCall) { s.sendClaims(ctx, s.client, calls) })
-	s.completes = batch.New(batchLanes, s.sendCompletes)
+	s.claims = batch.New(batchLanes, s.claimAlone, s.sendSharedClaims)
+	s.completes = batch.New(batchLanes, s.completeAlone, s.sendCompletes)
 	return s
 }
 
@@ -185,11 +185,7 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 	}
 	call := &completeCall{keys: s.keys(key), args: args}
 	err := s.completes.Do(ctx, call)
-	switch {
-	case err != nil:
-	case call.alone:
-		err = s.completeAlone(ctx, call)
-	default:
+	if err == nil {
 		err = call.err
 	}
 	return ownerErr("complete", err)

@@ -5,7 +5,8 @@
 // for the first lane to come free, and goes out with every other call that
 // waited meanwhile, in one round trip. Under no load nothing waits; under
 // load the number of round trips (and the system calls on both ends) falls
-// with the queue.
+// with the queue. A call whose batch fails goes out again alone, from its
+// caller.
 package batch
 
 import (
@@ -15,9 +16,10 @@ import (
 	"time"
 )
 
-// Item is one call: a Sender's send settles it (fills its results, or its
-// error) before Do returns nil.
+// Item is one call, a pointer in practice: a Sender's alone or send settles
+// it (fills its results, or its error) before Do returns nil.
 type Item interface {
+	comparable
 	// Settle records err as the item's outcome when it is not sent: its
 	// context ended while it waited, before its caller took it back.
 	Settle(err error)
@@ -25,28 +27,33 @@ type Item interface {
 
 // Sender sends Items in batches on at most lanes round trips at a time.
 type Sender[T Item] struct {
-	send  func(ctx context.Context, items []T)
+	alone func(ctx context.Context, item T)
+	send  func(ctx context.Context, items []T) (again []T)
 	lanes int
 
 	mu      sync.Mutex
 	busy    int
-	waiting []waiter[T]
+	waiting []*waiter[T]
 }
 
 type waiter[T Item] struct {
-	ctx  context.Context
-	item T
-	done chan struct{}
+	ctx   context.Context
+	item  T
+	again bool // its batch left it to be sent alone
+	done  chan struct{}
 }
 
-// New returns a Sender that calls send with each batch; send settles every
-// item it is given, may reorder the slice, and must not keep it. lanes
-// must be at least 1.
-func New[T Item](lanes int, send func(ctx context.Context, items []T)) *Sender[T] {
+// New returns a Sender with two ways to send: alone sends one item by
+// itself, and send sends two or more together. Both settle every item
+// they are given; send returns those its batch left unsettled (the batch
+// failed, or their part of it), which their callers then send again
+// alone, each under its own context. send may reorder items and must not
+// keep the slice. lanes must be at least 1.
+func New[T Item](lanes int, alone func(ctx context.Context, item T), send func(ctx context.Context, items []T) (again []T)) *Sender[T] {
 	if lanes < 1 {
 		panic("batch: New expects lanes >= 1")
 	}
-	return &Sender[T]{send: send, lanes: lanes}
+	return &Sender[T]{alone: alone, send: send, lanes: lanes}
 }
 
 // Do sends item, alone or in a batch, and returns once it is settled. When
@@ -65,25 +72,27 @@ func (s *Sender[T]) Do(ctx context.Context, item T) error {
 		// Deferred, so that a send that panics on the caller's goroutine
 		// (net/http recovers a handler's panic) frees its lane.
 		defer s.next()
-		s.send(ctx, []T{item})
+		s.alone(ctx, item)
 		return nil
 	}
-	w := waiter[T]{ctx: ctx, item: item, done: make(chan struct{})}
+	w := &waiter[T]{ctx: ctx, item: item, done: make(chan struct{})}
 	s.waiting = append(s.waiting, w)
 	s.mu.Unlock()
 	select {
 	case <-w.done:
-		return nil
 	case <-ctx.Done():
-	}
-	s.mu.Lock()
-	if i := slices.IndexFunc(s.waiting, func(o waiter[T]) bool { return o.done == w.done }); i >= 0 {
-		s.waiting = slices.Delete(s.waiting, i, i+1)
+		s.mu.Lock()
+		if i := slices.Index(s.waiting, w); i >= 0 {
+			s.waiting = slices.Delete(s.waiting, i, i+1)
+			s.mu.Unlock()
+			return ctx.Err()
+		}
 		s.mu.Unlock()
-		return ctx.Err()
+		<-w.done
 	}
-	s.mu.Unlock()
-	<-w.done
+	if w.again {
+		s.alone(ctx, item)
+	}
 	return nil
 }
 
@@ -109,7 +118,7 @@ func (s *Sender[T]) next() {
 }
 
 // drain sends batches on one lane until nothing waits.
-func (s *Sender[T]) drain(batch []waiter[T]) {
+func (s *Sender[T]) drain(batch []*waiter[T]) {
 	for {
 		s.sendWaiting(batch)
 		s.mu.Lock()
@@ -126,8 +135,9 @@ func (s *Sender[T]) drain(batch []waiter[T]) {
 
 // sendWaiting sends the calls of batch whose contexts are live, under the
 // earliest of their deadlines and with the first one's values, and wakes
-// every caller; a call whose context ended is settled with its error.
-func (s *Sender[T]) sendWaiting(batch []waiter[T]) {
+// every caller; a call whose context ended is settled with its error. A
+// batch of one live call goes out alone.
+func (s *Sender[T]) sendWaiting(batch []*waiter[T]) {
 	items := make([]T, 0, len(batch))
 	var (
 		values   context.Context
@@ -156,7 +166,14 @@ func (s *Sender[T]) sendWaiting(batch []waiter[T]) {
 		if bounded {
 			ctx, cancel = context.WithDeadline(ctx, deadline)
 		}
-		s.send(ctx, items)
+		if len(items) == 1 {
+			s.alone(ctx, items[0])
+		} else {
+			again := s.send(ctx, items)
+			for _, w := range batch {
+				w.again = slices.Contains(again, w.item)
+			}
+		}
 		cancel()
 	}
 	for _, w := range batch {

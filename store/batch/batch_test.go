@@ -20,6 +20,13 @@ type call struct {
 
 func (c *call) Settle(err error) { c.settled = err }
 
+// sendEither returns a Sender that hands every call it sends to send, a
+// call sent alone as a batch of one, and sends nothing again.
+func sendEither(lanes int, send func(ctx context.Context, items []*call)) *Sender[*call] {
+	return New(lanes, func(ctx context.Context, c *call) { send(ctx, []*call{c}) },
+		func(ctx context.Context, items []*call) []*call { send(ctx, items); return nil })
+}
+
 // waitQueued waits until n calls wait for a lane.
 func waitQueued(t *testing.T, s *Sender[*call], n int) {
 	t.Helper()
@@ -32,7 +39,7 @@ func waitQueued(t *testing.T, s *Sender[*call], n int) {
 
 func TestDoSendsAloneOnAFreeLane(t *testing.T) {
 	var batches [][]*call
-	s := New(1, func(_ context.Context, items []*call) { batches = append(batches, items) })
+	s := sendEither(1, func(_ context.Context, items []*call) { batches = append(batches, items) })
 	c := &call{}
 	require.NoError(t, s.Do(context.Background(), c))
 	assert.Equal(t, [][]*call{{c}}, batches)
@@ -45,7 +52,7 @@ func TestDoBatchesTheCallsThatWaitedForALane(t *testing.T) {
 		mu    sync.Mutex
 		sizes []int
 	)
-	s := New(1, func(_ context.Context, items []*call) {
+	s := sendEither(1, func(_ context.Context, items []*call) {
 		mu.Lock()
 		sizes = append(sizes, len(items))
 		first := len(sizes) == 1
@@ -79,7 +86,7 @@ func TestDoBatchesTheCallsThatWaitedForALane(t *testing.T) {
 func TestDoUnderARace(t *testing.T) {
 	const lanes, goroutines, calls = 2, 64, 200
 	var inFlight, most, batches, sent atomic.Int32
-	s := New(lanes, func(_ context.Context, items []*call) {
+	s := sendEither(lanes, func(_ context.Context, items []*call) {
 		n := inFlight.Add(1)
 		for {
 			m := most.Load()
@@ -120,7 +127,7 @@ func TestDoUnderARace(t *testing.T) {
 func TestDoTakesBackACallWhoseContextEndsWhileItWaits(t *testing.T) {
 	release := make(chan struct{})
 	var got []*call
-	s := New(1, func(_ context.Context, items []*call) {
+	s := sendEither(1, func(_ context.Context, items []*call) {
 		got = append(got, items...)
 		if len(got) == 1 {
 			<-release
@@ -161,7 +168,7 @@ type seen struct {
 func heldBatch() (s *Sender[*call], release, inBatch, sent chan struct{}, batches chan seen) {
 	release, inBatch, sent = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	batches = make(chan seen, 1)
-	s = New(1, func(ctx context.Context, items []*call) {
+	s = sendEither(1, func(ctx context.Context, items []*call) {
 		if items[0].n == 0 {
 			<-release
 			return
@@ -228,8 +235,52 @@ func TestABatchEndsAtTheDeadlineOfTheCallersThatHaveOne(t *testing.T) {
 	assert.Equal(t, want, got.deadline)
 }
 
+// TestACallOfAFailedBatchGoesAloneFromItsCaller: the calls a batch leaves
+// unsettled are sent again alone, each under its caller's own context, and
+// the others are not.
+func TestACallOfAFailedBatchGoesAloneFromItsCaller(t *testing.T) {
+	release := make(chan struct{})
+	var (
+		mu    sync.Mutex
+		alone = map[int]any{} // call n: the value of the context it went alone with
+	)
+	s := New(1, func(ctx context.Context, c *call) {
+		if c.n == 0 {
+			<-release
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		alone[c.n] = ctx.Value(valueKey{})
+	}, func(_ context.Context, items []*call) []*call {
+		var again []*call
+		for _, c := range items {
+			c.sent.Add(1)
+			if c.n%2 == 1 {
+				again = append(again, c)
+			}
+		}
+		return again
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() { assert.NoError(t, s.Do(context.Background(), &call{n: 0})) })
+	require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.busy == 1 }, 5*time.Second, time.Millisecond)
+	calls := make([]*call, 4)
+	for i := range calls {
+		calls[i] = &call{n: i + 1}
+		ctx := context.WithValue(context.Background(), valueKey{}, calls[i].n)
+		wg.Go(func() { assert.NoError(t, s.Do(ctx, calls[i])) })
+		waitQueued(t, s, i+1)
+	}
+	close(release)
+	wg.Wait()
+	for _, c := range calls {
+		assert.EqualValues(t, 1, c.sent.Load(), "call %d went out in the batch", c.n)
+	}
+	assert.Equal(t, map[int]any{0: nil, 1: 1, 3: 3}, alone, "the calls left unsettled went alone, each with its own context")
+}
+
 func TestNewRefusesNoLanes(t *testing.T) {
 	assert.PanicsWithValue(t, "batch: New expects lanes >= 1", func() {
-		New(0, func(context.Context, []*call) {})
+		New(0, func(context.Context, *call) {}, func(context.Context, []*call) []*call { return nil })
 	})
 }
