@@ -102,6 +102,66 @@ func TestReplayCache(t *testing.T) {
 		})
 	}
 
+	// A duplicate answered from the cache is compared with the original's
+	// fingerprint as one answered from the store is: for each request sent
+	// with the completed key, the cached middleware answers without a store
+	// call what the uncached one answers from the store, and the handler
+	// never runs again.
+	for _, config := range []struct {
+		name string
+		opts []idempotency.Option
+	}{
+		{"default fingerprint", nil},
+		{"canonical JSON", []idempotency.Option{idempotency.WithCanonicalJSON()}},
+	} {
+		for _, tc := range []struct {
+			name, target, body string
+			edit               func(*http.Request)
+			// The problem each fingerprint answers with; "" for a replay.
+			problem, canonicalProblem string
+		}{
+			{"the same request", "/payments", `{"a":1,"b":2}`, nil, "", ""},
+			{"another body", "/payments", `{"a":1,"b":3}`, nil, idempotency.ProblemKeyReused, idempotency.ProblemKeyReused},
+			{"another query", "/payments?currency=eur", `{"a":1,"b":2}`, nil, idempotency.ProblemKeyReused, idempotency.ProblemKeyReused},
+			{"another content type", "/payments", `{"a":1,"b":2}`, func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") },
+				idempotency.ProblemKeyReused, idempotency.ProblemKeyReused},
+			{"the same JSON reordered", "/payments", `{ "b":2, "a":1 }`, nil, idempotency.ProblemKeyReused, ""},
+		} {
+			t.Run(config.name+": "+tc.name, func(t *testing.T) {
+				s := &countingStore{Store: store.NewMemory()}
+				h := &paymentHandler{}
+				cached := idempotency.New(append([]idempotency.Option{idempotency.WithStore(s), idempotency.WithReplayCache(10, time.Hour)}, config.opts...)...)(h)
+				uncached := idempotency.New(append([]idempotency.Option{idempotency.WithStore(s)}, config.opts...)...)(h)
+				var edits []func(*http.Request)
+				if tc.edit != nil {
+					edits = append(edits, tc.edit)
+				}
+				send := func(mw http.Handler) exchangeOf {
+					resp := serve(mw, http.MethodPost, tc.target, "k", tc.body, edits...)
+					return exchangeOf{resp.StatusCode, resp.Header, readAll(t, resp)}
+				}
+				require.Equal(t, http.StatusCreated, postFor(t, cached, "k", `{"a":1,"b":2}`).status)
+
+				var fromCache exchangeOf
+				require.Zero(t, s.callsOf(func() { fromCache = send(cached) }), "store calls of a cached answer")
+				assert.Equal(t, send(uncached), fromCache, "the store's answer")
+
+				problem := tc.problem
+				if config.opts != nil {
+					problem = tc.canonicalProblem
+				}
+				if problem == "" {
+					assert.Equal(t, http.StatusCreated, fromCache.status)
+					assert.Equal(t, "true", fromCache.header.Get("Idempotent-Replayed"))
+				} else {
+					assert.Equal(t, http.StatusUnprocessableEntity, fromCache.status)
+					assert.Contains(t, fromCache.body, `"type":"`+problem+`"`)
+				}
+				assert.Equal(t, int64(1), h.runs.Load(), "handler runs")
+			})
+		}
+	}
+
 	// A middleware outside that changes the replayed header's values in
 	// place changes nothing the cache keeps.
 	t.Run("a replay's header is a copy", func(t *testing.T) {
