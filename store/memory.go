@@ -34,6 +34,9 @@ type Memory struct {
 	inserts  int           // new keys since the last sweep
 	fence    int64         // the last fencing number given
 
+	steps         map[string]*memorySteps // by kept key; see SaveStep
+	stepRetention time.Duration
+
 	watches keywatch.Set // by kept key
 }
 
@@ -72,6 +75,8 @@ func NewMemory(opts ...MemoryOption) *Memory {
 		maxBytes: defaultMaxBytes,
 		start:    time.Now(),
 		nextExp:  never,
+
+		stepRetention: defaultStepRetention,
 	}
 	for _, opt := range opts {
 		opt(m)
@@ -101,8 +106,10 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 	if i >= 0 && m.records.at(i).expires > now {
 		r := *m.records.at(i)
 		if r.heldBy(Lease{Token: token, Fence: r.fence}) {
+			rec := r.owned(now)
+			rec.Steps = m.stepsOf(key, now)
 			m.mu.Unlock()
-			return r.owned(now), true, nil
+			return rec, true, nil
 		}
 		rec := m.viewOf(i, now)
 		m.mu.Unlock()
@@ -123,8 +130,10 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 		m.records.insert(h, r)
 	}
 	m.noteExpiry(r.expires)
+	rec := r.owned(now)
+	rec.Steps = m.stepsOf(key, now)
 	m.mu.Unlock()
-	return r.owned(now), true, nil
+	return rec, true, nil
 }
 
 // viewOf returns slot i's record as a duplicate sees it at now, its
@@ -179,6 +188,7 @@ func (m *Memory) Complete(_ context.Context, key string, owner Lease, resp *Resp
 	switch {
 	case i >= 0 && m.records.at(i).heldBy(owner):
 		m.wake(i)
+		m.dropSteps(key)
 		m.complete(i, resp, header, retention)
 	case i < 0 || !m.records.at(i).doneBy(owner):
 		return ErrNotOwner
@@ -211,6 +221,7 @@ func (m *Memory) complete(i int32, resp *Response, header []byte, retention time
 func (m *Memory) Release(_ context.Context, key string, owner Lease) error {
 	return m.withHeld(key, owner, func(i int32) {
 		m.wake(i)
+		m.keepSteps(m.records.at(i).key(), m.now())
 		m.forget(i)
 		m.records.remove(i)
 	})
@@ -272,7 +283,7 @@ func (m *Memory) sweep(now time.Duration) {
 			next = min(next, r.expires)
 		}
 	}
-	m.nextExp = next
+	m.nextExp = min(next, m.sweepSteps(now))
 	m.inserts = 0
 	m.compactIfWasteful()
 }

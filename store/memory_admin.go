@@ -41,6 +41,7 @@ func (m *Memory) Delete(_ context.Context, hash string, force bool) (bool, error
 		return false, ErrLeaseLive
 	}
 	m.wake(i)
+	m.dropSteps(m.records.at(i).key())
 	m.forget(i)
 	m.records.remove(i)
 	return true, nil

@@ -96,6 +96,10 @@ type Record struct {
 	Response *Response
 	// TTL is the lease left while in flight, the retention left once done.
 	TTL time.Duration
+	// Steps is set only on the record a successful Claim of a StepStore
+	// returns: the steps earlier owners of the key recorded, in order.
+	// Read-only.
+	Steps []Step
 }
 
 // Response is a response stored for replay; Body must round-trip unchanged.
