@@ -40,7 +40,7 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 	rec, claimed, err := m.store.Claim(ctx, c.key, c.fingerprint, token, m.lease)
 	deadline.end()
 	if claimed && err == nil {
-		m.run(w, r, c, rec.Owner, claimedAt) // serve reports the claim
+		m.run(w, r, c, rec, claimedAt) // serve reports the claim
 		return true
 	}
 	m.storeCalled(r.Context(), StoreClaim, claimedAt, err)

@@ -81,6 +81,7 @@ type callContext struct {
 	context.Context
 	c           *call
 	doNotRecord atomic.Bool
+	steps       stepRun
 }
 
 func (x *callContext) Value(key any) any {

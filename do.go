@@ -94,7 +94,7 @@ func (j *job) try(ctx context.Context) (result []byte, err error, done bool) {
 		j.decided(OutcomeStoreUnavailable)
 		return nil, fmt.Errorf("idempotency: claim: %w", err), true
 	case claimed:
-		result, err = j.run(ctx, rec.Owner, claimedAt)
+		result, err = j.run(ctx, rec, claimedAt)
 		return result, err, true
 	default:
 		return j.stored(rec)

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,16 +20,21 @@ type jobRun struct {
 	cancel context.CancelCauseFunc // ends fn's context when the lease is lost
 }
 
-// run runs fn under owner's lease, renewed meanwhile, then records its
-// outcome or releases the key; a panic releases it. A refused record or a
+// run runs fn, with the steps the claim returned, under its lease, renewed
+// meanwhile, then records its outcome or releases the key; a panic
+// releases it. A refused record or a
 // lost lease gives an error wrapping ErrLeaseLost.
-func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) ([]byte, error) {
+func (j *job) run(ctx context.Context, claim store.Record, claimedAt time.Time) ([]byte, error) {
+	owner := claim.Owner
 	r := &jobRun{j: j, parent: ctx}
 	r.c = call{key: j.key, clientKey: j.clientKey, fence: owner.Fence}
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r.cancel = cancel
 	r.ctx = callContext{Context: fnCtx, c: &r.c}
+	if steps, ok := j.store.(store.StepStore); ok {
+		r.ctx.steps.start(steps, owner, claim.Steps, cmp.Or(j.cfg.recordTimeout, j.cfg.lease), nil)
+	}
 	keeper := keepDoLease(j.cfg.lease, &r.lease, r, j.store, j.key, owner, claimedAt)
 	decided := false
 	started := j.fnStart()
@@ -41,6 +47,7 @@ func (j *job) run(ctx context.Context, owner store.Lease, claimedAt time.Time) (
 		}
 	}()
 	result, err := j.fn(&r.ctx)
+	r.ctx.steps.end()
 	decided = true
 	j.fnReturned(started)
 	stopDoLease(keeper, &r.lease)

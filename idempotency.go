@@ -49,6 +49,7 @@ func New(opts ...Option) func(http.Handler) http.Handler {
 		panic("idempotency: WithCanonicalJSON reads bodies under 2 GiB; set WithMaxBodyBytes lower")
 	}
 	c.txStore, _ = c.store.(store.TxStore)
+	c.stepStore, _ = c.store.(store.StepStore)
 	return func(next http.Handler) http.Handler {
 		m := &middleware{config: c, next: next}
 		m.leases = leaseKeeper{lease: c.lease, held: make(map[*heldLease]struct{})}

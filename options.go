@@ -18,7 +18,8 @@ type Option func(*config)
 
 type config struct {
 	store            store.Store
-	txStore          store.TxStore // store, if it can claim in a transaction
+	txStore          store.TxStore   // store, if it can claim in a transaction
+	stepStore        store.StepStore // store, if it keeps steps
 	methods          map[string]bool
 	keyHeader        string // canonical
 	keyRequired      bool

@@ -18,7 +18,8 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// countingStore is a store that counts the calls made to it.
+// countingStore is a store that counts the calls made to it; a handler
+// on it may run steps only if its Store keeps them.
 type countingStore struct {
 	store.Store
 	calls atomic.Int64
@@ -42,6 +43,12 @@ func (s *countingStore) Complete(ctx context.Context, key string, owner store.Le
 func (s *countingStore) Release(ctx context.Context, key string, owner store.Lease) error {
 	s.calls.Add(1)
 	return s.Store.Release(ctx, key, owner)
+}
+
+// SaveStep counts a step's call, on a store that keeps steps.
+func (s *countingStore) SaveStep(ctx context.Context, key string, owner store.Lease, step store.Step) error {
+	s.calls.Add(1)
+	return s.Store.(store.StepStore).SaveStep(ctx, key, owner, step)
 }
 
 // callsOf returns how many store calls s saw while do ran.

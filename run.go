@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"time"
@@ -9,20 +10,24 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// run runs the handler under the key just claimed for owner, renewing the
-// lease meanwhile, then records or releases the key (see releases). A
+// run runs the handler, with the steps the claim returned, under the key
+// just claimed, renewing the lease meanwhile, then records or releases the key (see releases). A
 // panic releases it and is re-raised; a handler cut short before writing
 // gets 503 request-interrupted, not net/http's empty 200. A hijacked,
 // flushed, oversized, trailered, short or partly sent response is marked
 // done but not replayable; any other is stored for replay.
-func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, owner store.Lease, claimedAt time.Time) {
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, claim store.Record, claimedAt time.Time) {
 	c, r := newClaimedCall(r, r.Context(), claimed)
 	rec := &c.rec
 	rec.Reset(w, m.maxResponseBytes)
 	if r.Method == http.MethodHead {
 		rec.ForHead()
 	}
+	owner := claim.Owner
 	c.fence = owner.Fence
+	if m.stepStore != nil {
+		c.handler.ctx.steps.start(m.stepStore, owner, claim.Steps, cmp.Or(m.recordTimeout, m.lease), rec)
+	}
 	lease := &c.lease
 	c.holder = requestLease{m: m, r: r, c: &c.call}
 	m.leases.keep(lease, &c.holder, m.store, c.key, owner, claimedAt)
@@ -37,6 +42,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, 
 		m.decided(r, &c.call, OutcomeReleased)
 	}()
 	m.serve(rec, r, &c.call, claimedAt)
+	c.handler.ctx.steps.end()
 	ended := r.Context().Err() != nil
 	release := m.releases(r, c, rec.Status(), ended, rec.Hijacked())
 	decided = true

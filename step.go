@@ -1,0 +1,167 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/seed43327c4c/idempotency/store"
+)
+
+// ErrStepsUnsupported is returned by Step, which then does not run its fn,
+// in a run whose store keeps no steps (no store.StepStore), or that runs
+// in a claim's transaction.
+var ErrStepsUnsupported = errors.New("idempotency: this run's store keeps no steps")
+
+// ErrStepMisused is wrapped by Step's error, fn not run, for a name that
+// is empty or was used already in the same run, and for a Step called once
+// the handler wrote its response's status or its run ended.
+var ErrStepMisused = errors.New("idempotency: step misused")
+
+// Step runs fn as the step called name of the request or Do job that ctx
+// runs under, unless an earlier run of the same request recorded that
+// step: then it returns the recorded result, or the recorded final error,
+// without running fn. A result fn returns with a nil error is recorded,
+// as JSON, before Step returns; an error is returned unrecorded (the step
+// runs again next time) unless marked Final, which is recorded too.
+//
+// Record each side effect that must not be repeated (a charge, an email)
+// in a step of its own, and call steps in the same order on every run,
+// before writing the response. Past store.MaxSteps steps or
+// store.MaxStepBytes of result, Step returns an error wrapping
+// store.ErrStepLimit (fn not run past MaxSteps). A step whose result the
+// store refused or failed to record returns the result with the error
+// (wrapping ErrLeaseLost when another run holds the key now); the run
+// should then fail, and its step runs again on the next one. Outside a
+// claimed key, Step just calls fn.
+func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
+	var zero T
+	x, ok := ctx.Value(callKey{}).(*callContext)
+	if !ok {
+		return fn(ctx)
+	}
+	s := &x.steps
+	recorded, err := s.begin(name)
+	if err != nil {
+		return zero, err
+	}
+	if recorded != nil {
+		return recordedResult[T](recorded)
+	}
+	v, err := fn(ctx)
+	var step store.Step
+	switch {
+	case err != nil && !IsFinal(err):
+		return v, err
+	case err != nil:
+		step = store.Step{Name: name, Result: []byte(err.Error()), Failed: true}
+	default:
+		result, merr := json.Marshal(v)
+		if merr != nil {
+			return v, fmt.Errorf("idempotency: step %q: encoding its result: %w", name, merr)
+		}
+		step = store.Step{Name: name, Result: result}
+	}
+	if serr := s.save(ctx, x.c.key, step); serr != nil {
+		return v, errors.Join(serr, err)
+	}
+	return v, err
+}
+
+// recordedResult returns what a recorded step returned.
+func recordedResult[T any](step *store.Step) (T, error) {
+	var v T
+	if step.Failed {
+		return v, Final(errors.New(string(step.Result)))
+	}
+	if err := json.Unmarshal(step.Result, &v); err != nil {
+		return v, fmt.Errorf("idempotency: step %q: decoding its recorded result: %w", step.Name, err)
+	}
+	return v, nil
+}
+
+// stepRun is the steps of one run of a claimed key. It lives in the run's
+// callContext, so a run that calls no Step pays for none.
+type stepRun struct {
+	store    store.StepStore // nil: Step returns ErrStepsUnsupported
+	owner    store.Lease
+	recorded []store.Step  // by earlier runs, as the claim returned them
+	timeout  time.Duration // of each SaveStep, with its resends
+	// written's Status is that of the handler's response, 0 until written;
+	// nil for a Do job.
+	written interface{ Status() int }
+
+	mu    sync.Mutex
+	used  []string // names begun in this run
+	saved int      // steps this run recorded
+	ended bool
+}
+
+// start makes s the steps of a run of a key claimed for owner, whose
+// claim returned recorded; a nil st leaves s refusing every step.
+func (s *stepRun) start(st store.StepStore, owner store.Lease, recorded []store.Step, timeout time.Duration, written interface{ Status() int }) {
+	s.store, s.owner, s.recorded, s.timeout, s.written = st, owner, recorded, timeout, written
+}
+
+// end refuses every later Step: the run is over.
+func (s *stepRun) end() {
+	if s.store == nil {
+		return
+	}
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+}
+
+// begin takes name for a step of this run and returns its recorded step,
+// if an earlier run recorded it, or an error if it may not run.
+func (s *stepRun) begin(name string) (*store.Step, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.store == nil:
+		return nil, fmt.Errorf("%w: step %q", ErrStepsUnsupported, name)
+	case name == "":
+		return nil, fmt.Errorf("%w: a step needs a name", ErrStepMisused)
+	case s.ended || s.written != nil && s.written.Status() != 0:
+		return nil, fmt.Errorf("%w: step %q after the response was written or the run ended", ErrStepMisused, name)
+	case slices.Contains(s.used, name):
+		return nil, fmt.Errorf("%w: step %q run twice in one run", ErrStepMisused, name)
+	}
+	s.used = append(s.used, name)
+	for i := range s.recorded {
+		if s.recorded[i].Name == name {
+			return &s.recorded[i], nil
+		}
+	}
+	if n := len(s.recorded) + s.saved; n >= store.MaxSteps {
+		return nil, store.CheckStep(n, store.Step{Name: name})
+	}
+	return nil, nil
+}
+
+// save records step for the run's owner. Like the run's outcome, it is
+// sent again on connection errors, and outlives a client gone meanwhile:
+// the step's work is done.
+func (s *stepRun) save(ctx context.Context, key string, step store.Step) error {
+	if err := store.CheckStep(0, step); err != nil {
+		return fmt.Errorf("idempotency: %w", err)
+	}
+	rctx := newDetachedDeadline(ctx, s.timeout)
+	err := resend(rctx, func(ctx context.Context) error { return s.store.SaveStep(ctx, key, s.owner, step) })
+	rctx.stop()
+	switch {
+	case errors.Is(err, store.ErrNotOwner):
+		return fmt.Errorf("%w: step %q: %w", ErrLeaseLost, step.Name, err)
+	case err != nil:
+		return fmt.Errorf("idempotency: step %q: %w", step.Name, err)
+	}
+	s.mu.Lock()
+	s.saved++
+	s.mu.Unlock()
+	return nil
+}
