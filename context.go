@@ -40,7 +40,11 @@ func FromContext(ctx context.Context) (Key, bool) {
 	if !ok {
 		return Key{}, false
 	}
-	return Key{Client: x.c.clientKey, Fence: x.c.fence, storage: x.c.key}, true
+	return x.key(), true
+}
+
+func (x *callContext) key() Key {
+	return Key{Client: x.c.clientKey, Fence: x.c.fence, storage: x.c.key}
 }
 
 // DoNotRecord makes the middleware release the key of the request with

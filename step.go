@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed43327c4c/idempotency/store"
@@ -38,6 +40,12 @@ var ErrStepMisused = errors.New("idempotency: step misused")
 // (wrapping ErrLeaseLost when another run holds the key now); the run
 // should then fail, and its step runs again on the next one. Outside a
 // claimed key, Step just calls fn.
+//
+// A POST or PATCH that fn sends through NewTransport without a key of its
+// own carries the step's: FromContext(ctx).Derive(name) for the first,
+// Derive(name+"#2") for the second and so on, the same on every run of
+// the step (a takeover's too), so a provider that honours keys runs it
+// once.
 func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	x, ok := ctx.Value(callKey{}).(*callContext)
@@ -52,7 +60,7 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	if recorded != nil {
 		return recordedResult[T](recorded)
 	}
-	v, err := fn(ctx)
+	v, err := fn(&stepContext{Context: ctx, key: x.key(), name: name})
 	var step store.Step
 	switch {
 	case err != nil && !IsFinal(err):
@@ -82,6 +90,40 @@ func recordedResult[T any](step *store.Step) (T, error) {
 		return v, fmt.Errorf("idempotency: step %q: decoding its recorded result: %w", step.Name, err)
 	}
 	return v, nil
+}
+
+// stepContext is the context of a running step's fn: the keys of the
+// POST and PATCH requests it sends through NewTransport derive from the
+// step's name (nextKey), so every run of the step sends the same ones.
+type stepContext struct {
+	context.Context
+	key  Key
+	name string
+	sent atomic.Int32
+}
+
+type stepContextKey struct{}
+
+func (x *stepContext) Value(key any) any {
+	if key == (stepContextKey{}) {
+		return x
+	}
+	return x.Context.Value(key)
+}
+
+// stepKey returns the Idempotency-Key of the next request sent with ctx,
+// and true, when ctx is a running step's: key.Derive(name) for the step's
+// first request, key.Derive(name+"#2") for its second, and so on.
+func stepKey(ctx context.Context) (string, bool) {
+	x, ok := ctx.Value(stepContextKey{}).(*stepContext)
+	if !ok {
+		return "", false
+	}
+	name := x.name
+	if n := x.sent.Add(1); n > 1 {
+		name += "#" + strconv.Itoa(int(n))
+	}
+	return x.key.Derive(name), true
 }
 
 // stepRun is the steps of one run of a claimed key. It lives in the run's

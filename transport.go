@@ -20,7 +20,8 @@ import (
 // NewTransport returns a client http.RoundTripper over base (nil:
 // http.DefaultTransport) that makes POST and PATCH safe to retry; other
 // methods pass through. A request without an Idempotency-Key gets a random
-// one, the same on every retry; a caller's key is sent once. The body is
+// one, the same on every retry, or, sent from inside a Step, the step's
+// derived key (Step); a caller's key is sent once. The body is
 // replayed through GetBody or buffered (TransportMaxBodyBytes; a longer one
 // is sent once). It retries transport errors, 409 key-in-flight, 429 and 503
 // with jittered exponential backoff, at least the Retry-After, within the
@@ -87,7 +88,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // keyed returns a copy of req whose key is under the canonical name alone,
 // where Go's transport looks before resending on a dead connection: the
-// caller's key, or a new random one.
+// caller's key, the step's, or a new random one.
 func keyed(req *http.Request) *http.Request {
 	k := &keyedRequest{req: *req}
 	k.req.Header = make(http.Header, len(req.Header)+1)
@@ -100,7 +101,11 @@ func keyed(req *http.Request) *http.Request {
 		}
 	}
 	if k.req.Header[httpx.KeyHeader] == nil {
-		k.key[0] = crand.Text()
+		if key, ok := stepKey(req.Context()); ok {
+			k.key[0] = key
+		} else {
+			k.key[0] = crand.Text()
+		}
 		k.req.Header[httpx.KeyHeader] = k.key[:]
 	}
 	return &k.req

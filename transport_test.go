@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -380,4 +382,60 @@ func ExampleNewTransport() {
 	fmt.Println(resp.StatusCode, idempotency.Replayed(resp), "charges:", charges)
 	// Output:
 	// 201 true charges: 1
+}
+
+// TestTransportSendsTheStepsKey: requests a step sends through the
+// transport carry keys derived from the step's name, the same on every
+// run of the step (its first run failed unrecorded after sending them);
+// another request's step, and a request outside any step, get others.
+func TestTransportSendsTheStepsKey(t *testing.T) {
+	var mu sync.Mutex
+	var received []string
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		received = append(received, r.Header.Get(httpx.KeyHeader))
+		mu.Unlock()
+	}))
+	t.Cleanup(provider.Close)
+	client := &http.Client{Transport: idempotency.NewTransport(nil)}
+	send := func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, provider.URL, strings.NewReader("{}"))
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	}
+	var failed atomic.Bool
+	var derived []string
+	mw := idempotency.New()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, _ := idempotency.FromContext(r.Context())
+		derived = []string{key.Derive("charge"), key.Derive("charge#2")}
+		_, err := idempotency.Step(r.Context(), "charge", func(ctx context.Context) (int, error) {
+			require.NoError(t, send(ctx))
+			require.NoError(t, send(ctx))
+			if failed.CompareAndSwap(false, true) {
+				return 0, errors.New("provider timed out") // not recorded: the step runs again
+			}
+			return 1, nil
+		})
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	require.Equal(t, http.StatusBadGateway, post(mw, "k", "{}").StatusCode)
+	require.Equal(t, http.StatusCreated, post(mw, "k", "{}").StatusCode)
+	require.Equal(t, append(slices.Clone(derived), derived...), received, "keys of both runs")
+	require.NotEqual(t, derived[0], derived[1])
+
+	failed.Store(false)
+	require.Equal(t, http.StatusBadGateway, post(mw, "other", "{}").StatusCode)
+	require.NotContains(t, received[:4], received[4], "another request's step key")
+	require.NoError(t, send(t.Context()))
+	require.NotContains(t, received[:6], received[6], "a key outside any step")
 }
