@@ -84,6 +84,9 @@ func (m *middleware) answerFromRecord(w http.ResponseWriter, r *http.Request, c 
 	case rec.State == store.StateCompleted && rec.Response != nil:
 		m.replay(w, rec.Response)
 		outcome = OutcomeReplayed
+	case rec.State == store.StateExpired:
+		m.writeProblem(w, r, keyExpired(rec.Completed))
+		outcome = OutcomeKeyExpired
 	case rec.State == store.StateCompleted, rec.State == store.StateUnreplayable:
 		// A completed record without a response (a faulty store) is
 		// never run again.

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -86,6 +87,51 @@ func TestDifferentRequestSameKeyGets422(t *testing.T) {
 		<-done
 		require.EqualValues(t, 1, h.runs.Load())
 	})
+}
+
+// TestRetryAfterTheRetentionGets422KeyExpired: on a store that keeps
+// tombstones, a retry that comes after the record's retention gets 422
+// key-expired naming when the request completed, another request under
+// the key 422 key-reused, and the handler never runs again; without
+// tombstones the retry runs as a new request.
+func TestRetryAfterTheRetentionGets422KeyExpired(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		tombstones []store.MemoryOption
+	}{
+		{"with tombstones", []store.MemoryOption{store.WithTombstones(time.Hour)}},
+		{"without", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &paymentHandler{}
+			var observed observations
+			mw := idempotency.New(idempotency.WithStore(store.NewMemory(tc.tombstones...)),
+				idempotency.WithRetention(100*time.Millisecond), observed.option())(h)
+			before := time.Now().Truncate(time.Second)
+			require.Equal(t, http.StatusCreated, post(mw, "k", `{"amount":1}`).StatusCode)
+			after := time.Now()
+			time.Sleep(300 * time.Millisecond)
+
+			resp := post(mw, "k", `{"amount":1}`)
+			if tc.tombstones == nil {
+				require.Equal(t, http.StatusCreated, resp.StatusCode, "a late retry without tombstones runs again")
+				require.EqualValues(t, 2, h.runs.Load())
+				return
+			}
+			require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+			var problem struct{ Type, Detail string }
+			require.NoError(t, json.Unmarshal([]byte(readAll(t, resp)), &problem))
+			require.Equal(t, idempotency.ProblemKeyExpired, problem.Type)
+			at, ok := strings.CutPrefix(problem.Detail, "It completed at ")
+			require.True(t, ok, "detail %q names the completion", problem.Detail)
+			completed, err := time.Parse(time.RFC3339, strings.Fields(at)[0])
+			require.NoError(t, err)
+			require.WithinRange(t, completed, before, after)
+			requireProblem(t, post(mw, "k", `{"amount":2}`), http.StatusUnprocessableEntity, idempotency.ProblemKeyReused)
+			require.EqualValues(t, 1, h.runs.Load())
+			require.Equal(t, 1, observed.outcomes()[idempotency.OutcomeKeyExpired])
+		})
+	}
 }
 
 // forgetfulStore reports every live record completed but without its

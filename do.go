@@ -23,6 +23,11 @@ var ErrLeaseLost = errors.New("idempotency: lease lost while fn ran")
 // a call with another fingerprint (DoFingerprint); fn is not run.
 var ErrKeyReused = errors.New("idempotency: key reused with another fingerprint")
 
+// ErrKeyExpired is wrapped by Do's error, fn not run, when the key's job
+// completed and its record expired: the store keeps only its tombstone.
+// The error names when the job completed.
+var ErrKeyExpired = errors.New("idempotency: the key's job completed and its record expired")
+
 // ErrNotStored is returned by Do when the key's job ran but the store kept no
 // result; fn is not run again.
 var ErrNotStored = errors.New("idempotency: the job ran but its result was not stored")
@@ -145,6 +150,9 @@ func (j *job) stored(rec store.Record) (result []byte, err error, done bool) {
 		return nil, ErrKeyReused, true
 	case rec.State == store.StateInFlight:
 		return nil, nil, false
+	case rec.State == store.StateExpired:
+		j.decided(OutcomeKeyExpired)
+		return nil, fmt.Errorf("%w: it completed at %s", ErrKeyExpired, rec.Completed.UTC().Format(time.RFC3339)), true
 	case rec.State == store.StateCompleted && rec.Response != nil:
 		j.decided(OutcomeReplayed)
 		if rec.Response.Status == doFinalStatus {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -522,4 +523,25 @@ func TestDoWaitStopsItsWatchWhenFnPanics(t *testing.T) {
 		t.Fatal("the waiter did not claim the released key")
 	}
 	requireWatchedClaimedKey(t, s)
+}
+
+// TestDoAfterTheRetention: on a store that keeps tombstones, a call after
+// the job's record expired gets ErrKeyExpired naming when the job
+// completed, and fn does not run again.
+func TestDoAfterTheRetention(t *testing.T) {
+	s := store.NewMemory(store.WithTombstones(time.Hour))
+	job := &countingJob{result: "receipt sent"}
+	before := time.Now().Truncate(time.Second)
+	_, err := idempotency.Do(t.Context(), s, "receipt-1", job.fn, idempotency.DoRetention(100*time.Millisecond))
+	require.NoError(t, err)
+	after := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	_, err = idempotency.Do(t.Context(), s, "receipt-1", job.fn)
+	require.ErrorIs(t, err, idempotency.ErrKeyExpired)
+	_, at, ok := strings.Cut(err.Error(), "completed at ")
+	require.True(t, ok, "%v names the completion", err)
+	completed, perr := time.Parse(time.RFC3339, at)
+	require.NoError(t, perr)
+	require.WithinRange(t, completed, before, after)
+	require.EqualValues(t, 1, job.runs.Load())
 }

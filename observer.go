@@ -57,6 +57,8 @@ const (
 	OutcomeKeyInFlight Outcome = "key_in_flight"
 	// OutcomeKeyReused: 422.
 	OutcomeKeyReused Outcome = "key_reused"
+	// OutcomeKeyExpired: 422, only the key's tombstone is left.
+	OutcomeKeyExpired Outcome = "key_expired"
 	// OutcomeNotReplayable: 409, the response was not stored.
 	OutcomeNotReplayable Outcome = "not_replayable"
 	// OutcomeStoreUnavailable: 503, a claim or commit failed.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/seed43327c4c/idempotency/httpx"
 )
@@ -29,6 +30,9 @@ const (
 	ProblemNotReplayable = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#not-replayable"
 	// ProblemKeyReused: 422, the key was used for a different request.
 	ProblemKeyReused = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-reused"
+	// ProblemKeyExpired: 422, the request with this key completed and its
+	// record expired; only its tombstone is left, and it will not run again.
+	ProblemKeyExpired = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-expired"
 	// ProblemStoreUnavailable: 503 with Retry-After, the request did not run.
 	ProblemStoreUnavailable = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#store-unavailable"
 	// ProblemRequestInterrupted: 503 with Retry-After, the request's context
@@ -70,6 +74,8 @@ var (
 	problemKeyReused = httpx.Problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity,
 		Title:  "This Idempotency-Key was already used for a different request",
 		Detail: "Use a new key for a new request."}
+	problemKeyExpired = httpx.Problem{Type: ProblemKeyExpired, Status: http.StatusUnprocessableEntity,
+		Title: "The request with this Idempotency-Key completed, and its response is no longer kept"}
 	problemCommitFailed = httpx.Problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,
 		Title:  "The request cannot be processed safely right now",
 		Detail: "Its outcome could not be recorded. Retry it with the same Idempotency-Key to run it or get its response."}
@@ -107,4 +113,13 @@ func (m *middleware) writeRetryableProblem(w http.ResponseWriter, r *http.Reques
 
 func writeProblemJSON(w http.ResponseWriter, _ *http.Request, p httpx.Problem) {
 	httpx.WriteProblem(w, p)
+}
+
+// keyExpired is the problem of a request whose key's tombstone says it
+// completed at completed.
+func keyExpired(completed time.Time) httpx.Problem {
+	p := problemKeyExpired
+	p.Detail = "It completed at " + completed.UTC().Format(time.RFC3339) +
+		" and will not run again. Use a new key for a new request."
+	return p
 }

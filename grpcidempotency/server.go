@@ -149,6 +149,8 @@ func (i *interceptor) answerFromRecord(ctx context.Context, stored []byte, err e
 		return nil, status.Error(codes.FailedPrecondition, "the idempotency-key was used with another request")
 	case errors.Is(err, idempotency.ErrInFlight):
 		return nil, status.Error(codes.Aborted, "a call with this idempotency-key is in flight")
+	case errors.Is(err, idempotency.ErrKeyExpired):
+		return nil, status.Error(codes.FailedPrecondition, "the call with this idempotency-key ran; its record expired")
 	case errors.Is(err, idempotency.ErrNotStored):
 		return nil, status.Error(codes.FailedPrecondition, "the call with this idempotency-key ran; its reply was not stored")
 	case ctx.Err() != nil:

@@ -100,6 +100,18 @@ func TestServerDecisions(t *testing.T) {
 	}
 }
 
+// TestServerKeyExpired: on a store that keeps tombstones, a call retried
+// after its record's retention gets FailedPrecondition, and the method
+// does not run again.
+func TestServerKeyExpired(t *testing.T) {
+	p := &payments{}
+	conn := serve(t, p, store.NewMemory(store.WithTombstones(time.Hour)), grpcidempotency.WithRetention(100*time.Millisecond))
+	require.NoError(t, charge(t.Context(), conn, "k", 10).err)
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, codes.FailedPrecondition, status.Code(charge(t.Context(), conn, "k", 10).err))
+	require.EqualValues(t, 1, p.runs.Load())
+}
+
 // TestServerKeyField: with WithKeyField, a request whose field is set is
 // keyed by it, whatever its metadata says; one without the field, or with
 // it unset, is keyed by its metadata.

@@ -75,7 +75,7 @@ func newObserver(meter metric.Meter) *observer {
 			metric.WithDescription("How long the jobs of idempotency.Do ran, by outcome."),
 			metric.WithExplicitBucketBoundaries(durationBuckets...))),
 		outcomes: newAttributeSets(outcomeKey, idempotency.OutcomeExecuted, idempotency.OutcomeReleased,
-			idempotency.OutcomeReplayed, idempotency.OutcomeKeyInFlight, idempotency.OutcomeKeyReused,
+			idempotency.OutcomeReplayed, idempotency.OutcomeKeyInFlight, idempotency.OutcomeKeyReused, idempotency.OutcomeKeyExpired,
 			idempotency.OutcomeNotReplayable, idempotency.OutcomeStoreUnavailable, idempotency.OutcomeFailOpen,
 			idempotency.OutcomeKeyMissing, idempotency.OutcomeKeyInvalid, idempotency.OutcomeBodyTooLarge,
 			idempotency.OutcomeRequestInterrupted, idempotency.OutcomeScopeMissing),

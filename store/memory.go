@@ -36,6 +36,7 @@ type Memory struct {
 
 	steps         map[string]*memorySteps // by kept key; see SaveStep
 	stepRetention time.Duration
+	tombstones    time.Duration // 0: none kept
 
 	watches keywatch.Set // by kept key
 }
@@ -64,6 +65,19 @@ func WithMaxBytes(n int) MemoryOption {
 		panic("store: WithMaxBytes expects n > 0")
 	}
 	return func(m *Memory) { m.maxBytes = n }
+}
+
+// WithTombstones makes the store keep, for d after a done record's
+// retention ends, a tombstone of it: its key, fingerprint and completion
+// time, which Claim returns as a StateExpired record, so that a retry
+// later than the retention is refused instead of run again. Tombstones
+// count against WithMaxRecords, not WithMaxBytes. Off by default; d must
+// be positive.
+func WithTombstones(d time.Duration) MemoryOption {
+	if d <= 0 {
+		panic("store: WithTombstones expects d > 0")
+	}
+	return func(m *Memory) { m.tombstones = d }
 }
 
 // NewMemory returns an empty Memory store.
@@ -115,6 +129,11 @@ func (m *Memory) Claim(_ context.Context, key, fingerprint, token string, lease 
 		m.mu.Unlock()
 		return rec, false, nil
 	}
+	if i >= 0 && m.entomb(i, now) {
+		rec := m.viewOf(i, now)
+		m.mu.Unlock()
+		return rec, false, nil
+	}
 	if i >= 0 {
 		m.forget(i)
 	} else if !m.makeRoom(now) {
@@ -145,7 +164,7 @@ func (m *Memory) viewOf(i int32, now time.Duration) Record {
 		*m.records.at(i) = r
 		m.bytes += r.decoded
 	}
-	return r.view(now)
+	return r.view(now, m.start)
 }
 
 // Renew implements Store.
@@ -206,7 +225,8 @@ func (m *Memory) complete(i int32, resp *Response, header []byte, retention time
 		done = r.completed(&m.arena, resp.Status, header, resp.Body)
 		m.bytes += done.size()
 	}
-	done.expires = deadline(m.now(), retention)
+	done.completedAt = m.now()
+	done.expires = deadline(done.completedAt, retention)
 	if m.records.at(i).state == 0 {
 		// fits swept away the lapsed record; its owner has finished all
 		// the same, and the key must not run again.
@@ -273,6 +293,8 @@ func (m *Memory) sweep(now time.Duration) {
 		r := m.records.at(i)
 		switch {
 		case r.state == 0: // a free slot
+		case r.expires <= now && m.entomb(i, now):
+			next = min(next, r.expires)
 		case r.expires <= now:
 			if r.state == StateInFlight {
 				m.wake(i) // a lapsed lease nobody took over
@@ -317,4 +339,23 @@ func deadline(now, d time.Duration) time.Duration {
 		return never
 	}
 	return now + d
+}
+
+// entomb turns slot i's done record, whose retention ended by now, into
+// its tombstone, if the store keeps tombstones and the tombstone's time
+// has not passed, and reports whether it did.
+func (m *Memory) entomb(i int32, now time.Duration) bool {
+	r := m.records.at(i)
+	if m.tombstones == 0 || r.state != StateCompleted && r.state != StateUnreplayable {
+		return false
+	}
+	expires := deadline(r.expires, m.tombstones)
+	if expires <= now {
+		return false
+	}
+	t := r.tombstone(expires)
+	m.forget(i)
+	m.records.replace(i, t)
+	m.noteExpiry(expires)
+	return true
 }

@@ -13,21 +13,22 @@ import (
 // data and resp are never written after they are built, so they may be
 // read without the mutex.
 type memRecord struct {
-	state     State  // 0 in a free slot of the index
-	callerKey string // the key, unless data holds it
-	token     string // the owner's; none once released
-	fence     int64
-	expires   time.Duration
-	status    int
-	data      string
-	fpAt      int       // data[len(token):fpAt] is the key, data[fpAt:headAt] the fingerprint
-	headAt    int       // data[headAt:bodyAt] the header fields
-	bodyAt    int       // data[bodyAt:] the body
-	resp      *Response // decoded by the first duplicate, then shared
-	decoded   int       // the estimated size of resp
-	hash      uint32
-	next      int32 // the next slot whose key has the same hash, or -1
-	chunk     int32 // the arena chunk data lies in, if completed
+	state       State  // 0 in a free slot of the index
+	callerKey   string // the key, unless data holds it
+	token       string // the owner's; none once released
+	fence       int64
+	expires     time.Duration
+	completedAt time.Duration // when a done record completed
+	status      int
+	data        string
+	fpAt        int       // data[len(token):fpAt] is the key, data[fpAt:headAt] the fingerprint
+	headAt      int       // data[headAt:bodyAt] the header fields
+	bodyAt      int       // data[bodyAt:] the body
+	resp        *Response // decoded by the first duplicate, then shared
+	decoded     int       // the estimated size of resp
+	hash        uint32
+	next        int32 // the next slot whose key has the same hash, or -1
+	chunk       int32 // the arena chunk data lies in, if completed
 }
 
 func inFlight(key, fingerprint, token string, fence int64, expires time.Duration) memRecord {
@@ -82,15 +83,28 @@ func (r *memRecord) owned(now time.Duration) Record {
 }
 
 // view returns r as a duplicate's Claim sees it at now: without the
-// owner's token.
-func (r *memRecord) view(now time.Duration) Record {
-	return Record{
+// owner's token. start is the instant the store's clock counts from.
+func (r *memRecord) view(now time.Duration, start time.Time) Record {
+	rec := Record{
 		State:       r.state,
 		Fingerprint: r.fingerprint(),
 		Owner:       Lease{Fence: r.fence},
 		Response:    r.resp,
 		TTL:         r.expires - now,
 	}
+	if r.state == StateExpired {
+		rec.Completed = start.Add(r.completedAt)
+	}
+	return rec
+}
+
+// tombstone returns done record r, whose retention ended, as the tombstone
+// that stands for it until expires: the key and fingerprint, outside the
+// arena, and when it completed.
+func (r *memRecord) tombstone(expires time.Duration) memRecord {
+	t := inFlight(strings.Clone(r.key()), strings.Clone(r.fingerprint()), "", r.fence, expires)
+	t.state, t.completedAt = StateExpired, r.completedAt
+	return t
 }
 
 // completed returns r completed with a response, its data (token, key,

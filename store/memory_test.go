@@ -30,6 +30,10 @@ func TestMemoryConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) store.Store { return store.NewMemory() })
 }
 
+func TestMemoryTombstoneConformance(t *testing.T) {
+	storetest.RunTombstones(t, func(*testing.T) store.Store { return store.NewMemory(store.WithTombstones(storetest.TombstoneTime)) })
+}
+
 func TestMemoryWatchConformance(t *testing.T) {
 	storetest.RunWatch(t, func(*testing.T) store.Watcher { return store.NewMemory() })
 }

@@ -33,7 +33,8 @@ type Store interface {
 	// true; its fence is at least 1 and above every earlier owner's. A Claim
 	// by the live lease's own token returns claimed true again, changing
 	// nothing (a reply may have been lost). Otherwise Claim returns the
-	// existing record with claimed false; its Response is read-only.
+	// existing record with claimed false, a tombstone (StateExpired)
+	// included; its Response is read-only.
 	Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (rec Record, claimed bool, err error)
 
 	// Renew extends owner's lease on key to lease from now.
@@ -61,6 +62,10 @@ const (
 	// StateUnreplayable means the request ran but its response was not
 	// stored.
 	StateUnreplayable
+	// StateExpired means the key completed and its retention ended; only a
+	// tombstone remains (Fingerprint and Completed), kept by a store that
+	// keeps tombstones, so that a late retry is refused rather than run.
+	StateExpired
 )
 
 // String returns the state's name.
@@ -72,6 +77,8 @@ func (s State) String() string {
 		return "completed"
 	case StateUnreplayable:
 		return "unreplayable"
+	case StateExpired:
+		return "expired"
 	default:
 		return "unknown"
 	}
@@ -94,8 +101,12 @@ type Record struct {
 	Owner Lease
 	// Response is set only when State is StateCompleted.
 	Response *Response
-	// TTL is the lease left while in flight, the retention left once done.
+	// TTL is the lease left while in flight, the retention left once done,
+	// the tombstone's time left once expired.
 	TTL time.Duration
+	// Completed is when the key completed; set only when State is
+	// StateExpired.
+	Completed time.Time
 	// Steps is set only on the record a successful Claim of a StepStore
 	// returns: the steps earlier owners of the key recorded, in order.
 	// Read-only.
