@@ -22,8 +22,8 @@ type jobRun struct {
 
 // run runs fn, with the steps the claim returned, under its lease, renewed
 // meanwhile, then records its outcome or releases the key; a panic
-// releases it. A refused record or a
-// lost lease gives an error wrapping ErrLeaseLost.
+// releases it. A refused record or a lost lease gives an error wrapping
+// ErrLeaseLost.
 func (j *job) run(ctx context.Context, claim store.Record, claimedAt time.Time) ([]byte, error) {
 	owner := claim.Owner
 	r := &jobRun{j: j, parent: ctx}

@@ -11,8 +11,8 @@ import (
 )
 
 // run runs the handler, with the steps the claim returned, under the key
-// just claimed, renewing the lease meanwhile, then records or releases the key (see releases). A
-// panic releases it and is re-raised; a handler cut short before writing
+// just claimed, renewing the lease meanwhile, then records or releases the
+// key (see releases). A panic releases it and is re-raised; a handler cut short before writing
 // gets 503 request-interrupted, not net/http's empty 200. A hijacked,
 // flushed, oversized, trailered, short or partly sent response is marked
 // done but not replayable; any other is stored for replay.

@@ -94,7 +94,7 @@ func recordedResult[T any](step *store.Step) (T, error) {
 
 // stepContext is the context of a running step's fn: the keys of the
 // POST and PATCH requests it sends through NewTransport derive from the
-// step's name (nextKey), so every run of the step sends the same ones.
+// step's name (stepKey), so every run of the step sends the same ones.
 type stepContext struct {
 	context.Context
 	key  Key
