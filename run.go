@@ -12,10 +12,11 @@ import (
 
 // run runs the handler, with the steps the claim returned, under the key
 // just claimed, renewing the lease meanwhile, then records or releases the
-// key (see releases). A panic releases it and is re-raised; a handler cut short before writing
-// gets 503 request-interrupted, not net/http's empty 200. A hijacked,
-// flushed, oversized, trailered, short or partly sent response is marked
-// done but not replayable; any other is stored for replay.
+// key (see releases). A panic releases it and is re-raised; a handler cut
+// short before writing gets 503 request-interrupted, not net/http's empty
+// 200. A hijacked, flushed, oversized, trailered, short or partly sent
+// response is marked done but not replayable; any other is stored for
+// replay.
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, claim store.Record, claimedAt time.Time) {
 	c, r := newClaimedCall(r, r.Context(), claimed)
 	rec := &c.rec
