@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -153,7 +154,8 @@ func newStore(t testing.TB, client redis.UniversalClient, opts ...redisstore.Opt
 			return err
 		}), "deleting the test's keys")
 	})
-	return redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...), prefix
+	quiet := slog.New(slog.DiscardHandler)
+	return redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(prefix), redisstore.WithLogger(quiet)}, opts...)...), prefix
 }
 
 // forEachNode calls fn with each master of a Cluster, or with the one

@@ -31,10 +31,9 @@ import (
 // TestReplicaAcksMisconfiguration: WithReplicaAcks and New panic, naming
 // the package, on settings that cannot work.
 func TestReplicaAcksMisconfiguration(t *testing.T) {
-	client := redis.NewClient(&redis.Options{ReadTimeout: 3 * time.Second, MaintNotificationsConfig: noMaintNotifications})
-	auto := redis.NewClient(&redis.Options{ReadTimeout: 3 * time.Second})
+	client := redis.NewClient(&redis.Options{ReadTimeout: 3 * time.Second})
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
-	t.Cleanup(func() { _, _, _ = client.Close(), auto.Close(), ring.Close() })
+	t.Cleanup(func() { _, _ = client.Close(), ring.Close() })
 	for _, tc := range []struct {
 		name, panic string
 		build       func()
@@ -45,8 +44,8 @@ func TestReplicaAcksMisconfiguration(t *testing.T) {
 			func() { redisstore.WithReplicaAcks(1, 0) }},
 		{"timeout not below ReadTimeout", "redisstore: WithReplicaAcks expects a timeout below the client's ReadTimeout",
 			func() { redisstore.New(client, redisstore.WithReplicaAcks(1, 3*time.Second)) }},
-		{"auto maintenance notifications", "redisstore: WithReplicaAcks expects a client whose MaintNotificationsConfig.Mode is disabled or enabled, not auto",
-			func() { redisstore.New(auto, redisstore.WithReplicaAcks(1, time.Second)) }},
+		{"timeout above go-redis's default ReadTimeout", "redisstore: WithReplicaAcks expects a timeout below the client's ReadTimeout",
+			func() { redisstore.New(redis.NewClient(&redis.Options{}), redisstore.WithReplicaAcks(1, 5*time.Second)) }},
 		{"a Ring", "redisstore: WithReplicaAcks expects a *redis.Client or a *redis.ClusterClient",
 			func() { redisstore.New(ring, redisstore.WithReplicaAcks(1, time.Second)) }},
 	} {
@@ -108,9 +107,9 @@ func TestReplicaAcksConformance(t *testing.T) {
 }
 
 // TestReplicaAcksRoundTrips: with replica acks, through the middleware, a
-// claim that takes the key is its pipeline, then WAIT on the same
-// connection; a complete is one pipeline of the script and WAIT; and a
-// replay is the claim's pipeline alone.
+// claim that takes the key is its pipeline, then a renewal of the lease and
+// WAIT in one pipeline; a complete is one pipeline of the script and WAIT;
+// and a replay is the claim's pipeline alone.
 func TestReplicaAcksRoundTrips(t *testing.T) {
 	client := replicatedPrimary(t)
 	log := &commandLog{}
@@ -123,7 +122,7 @@ func TestReplicaAcksRoundTrips(t *testing.T) {
 	log.take()
 
 	require.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
-	assert.Equal(t, []string{"pttl set", "wait", "evalsha wait"}, log.take(), "claim, complete")
+	assert.Equal(t, []string{"pttl set", "evalsha wait", "evalsha wait"}, log.take(), "claim, complete")
 	require.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
 	assert.Equal(t, []string{"pttl set"}, log.take(), "a replay: claim")
 }
