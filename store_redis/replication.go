@@ -130,8 +130,8 @@ func (s *Store) recheckIfDue() {
 }
 
 // detectReplication asks client's servers whether they have replicas: a
-// primary's INFO replication (the master a Sentinel client found), or a
-// Cluster's slot map. Where replicas are found, writes wait for one, up
+// primary's INFO replication (the master a Sentinel client found), or
+// each Cluster master's. Where replicas are found, writes wait for one, up
 // to defaultAckTimeout. A server that refuses the question (an ACL
 // without INFO) gets no acknowledgement, and a warning saying how to
 // choose.
@@ -181,27 +181,26 @@ func primaryReplicas(ctx context.Context, c *redis.Client) (int, string, error) 
 	return n, where, nil
 }
 
-// clusterReplicas returns how many replicas the Cluster's slot map lists,
-// which leaves out failed ones, and names the shards that have none.
+// clusterReplicas returns how many replicas the Cluster's masters report
+// connected, each asked as primaryReplicas asks one, and names the shards
+// that have none.
 func clusterReplicas(ctx context.Context, c *redis.ClusterClient) (int, string, error) {
-	slots, err := c.ClusterSlots(ctx).Result()
-	if err != nil {
-		return 0, "the Cluster", err
-	}
-	replicas := map[string]int{} // by master
-	for _, slot := range slots {
-		if len(slot.Nodes) > 0 {
-			replicas[slot.Nodes[0].Addr] = max(replicas[slot.Nodes[0].Addr], len(slot.Nodes)-1)
-		}
-	}
-	found, bare := 0, 0
-	for _, n := range replicas {
-		found += n
+	var mu sync.Mutex // ForEachMaster asks the masters at once
+	found, shards, bare := 0, 0, 0
+	err := c.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
+		n, _, err := primaryReplicas(ctx, master)
+		mu.Lock()
+		defer mu.Unlock()
+		found, shards = found+n, shards+1
 		if n == 0 {
 			bare++
 		}
+		return err
+	})
+	if err != nil {
+		return 0, "the Cluster", err
 	}
-	where := fmt.Sprintf("the Cluster's %d shard(s)", len(replicas))
+	where := fmt.Sprintf("the Cluster's %d shard(s)", shards)
 	if found > 0 && bare > 0 {
 		// One replica anywhere means failovers are expected: a shard without
 		// one refuses new keys until it has one, rather than lose them.
