@@ -22,7 +22,7 @@ import (
 // it has not asked until its first Ping or write, then what it found: the
 // shared servers (standalone, a Cluster of masters, Sentinel's master)
 // have no replica and get no wait; a Ring cannot route WAIT and gets none;
-// a primary with a replica gets one, with four fifths of the client's
+// a primary with a replica, or a Cluster whose master has one, gets one, with four fifths of the client's
 // ReadTimeout (go-redis's default of 5 s when none is set).
 func TestReplicationDetected(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": redisAddr(t)}, ContextTimeoutEnabled: true})
@@ -45,6 +45,8 @@ func TestReplicationDetected(t *testing.T) {
 		{"primary with a replica, ReadTimeout 10s", func(t *testing.T) redis.UniversalClient {
 			return primaryClient(t, primary, func(o *redis.Options) { o.ReadTimeout = 10 * time.Second })
 		}, 1, 8 * time.Second, "found 1 replica(s) on the primary"},
+		{"Cluster with a replica", func(t *testing.T) redis.UniversalClient { return replicatedCluster(t) },
+			1, 4 * time.Second, "found 1 replica(s) on the Cluster's 1 shard(s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := redisstore.New(tc.client(t), redisstore.WithLogger(slog.New(slog.DiscardHandler))) // writes nothing
@@ -227,4 +229,38 @@ func redisAddr(t *testing.T) string {
 	opts, err := redis.ParseURL(redisURL(t))
 	require.NoError(t, err)
 	return opts.Addr
+}
+
+// replicatedCluster starts a Cluster of one master, holding every slot,
+// and its replica, and returns a client of it with go-redis's defaults
+// but for ContextTimeoutEnabled, closed when the test ends.
+func replicatedCluster(t *testing.T) *redis.ClusterClient {
+	t.Helper()
+	ctx := t.Context()
+	node := func() (*redisServer, *redis.Client, int) {
+		// The bus port is chosen too: the default, the port plus 10000, may be taken or out of range.
+		bus := freePort(t)
+		srv := startRedis(t, freePort(t), fmt.Sprintf("cluster-enabled yes\ncluster-port %d\n", bus))
+		return srv, srv.client(t), bus
+	}
+	master, masterClient, _ := node()
+	replica, replicaClient, replicaBus := node()
+	require.NoError(t, masterClient.ClusterAddSlotsRange(ctx, 0, 16383).Err())
+	require.NoError(t, masterClient.Do(ctx, "cluster", "meet", "127.0.0.1", replica.port, replicaBus).Err())
+	id, err := masterClient.ClusterMyID(ctx).Result()
+	require.NoError(t, err)
+	eventually(t, "the replica knows the master", 10*time.Second, func() bool {
+		nodes, err := replicaClient.ClusterNodes(ctx).Result()
+		return err == nil && strings.Contains(nodes, id)
+	})
+	require.NoError(t, replicaClient.ClusterReplicate(ctx, id).Err())
+	eventually(t, "the Cluster is up with its replica in sync", 20*time.Second, func() bool {
+		info, err := masterClient.Info(ctx, "replication").Result()
+		state, serr := replicaClient.ClusterInfo(ctx).Result()
+		return err == nil && serr == nil && strings.Contains(info, "connected_slaves:1") &&
+			strings.Contains(info, "state=online") && strings.Contains(state, "cluster_state:ok")
+	})
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{master.addr()}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	return client
 }
