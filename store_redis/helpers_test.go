@@ -275,8 +275,8 @@ func (s *redisServer) kill() {
 	}
 }
 
-// noMaintNotifications turns go-redis's maintenance notifications off, as
-// redisstore.WithReplicaAcks requires; the test servers have none.
+// noMaintNotifications turns go-redis's maintenance notifications off: the
+// test servers have none (TestReplicationDefaultClient keeps the default).
 var noMaintNotifications = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
 // client returns a client of the server alone, closed when the test ends.
