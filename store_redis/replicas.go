@@ -12,7 +12,7 @@ import (
 )
 
 // ErrNotReplicated is wrapped by the error of a write that fewer replicas
-// acknowledged than WithReplicaAcks asks for; a failover may lose it. A
+// acknowledged than the store waits for (Replication); a failover may lose it. A
 // Claim that returns it has released its claim (best effort).
 var ErrNotReplicated = errors.New("redisstore: write not acknowledged by enough replicas")
 
