@@ -12,8 +12,8 @@ import (
 )
 
 // ErrNotReplicated is wrapped by the error of a write that fewer replicas
-// acknowledged than the store waits for (Replication); a failover may lose it. A
-// Claim that returns it has released its claim (best effort).
+// acknowledged than the store waits for (Replication); a failover may lose
+// it. A Claim that returns it has released its claim (best effort).
 var ErrNotReplicated = errors.New("redisstore: write not acknowledged by enough replicas")
 
 // resendPause is the pause between sends of an unacknowledged Complete.
