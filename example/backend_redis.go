@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/seed43327c4c/idempotency/store"
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
@@ -24,6 +23,10 @@ const ledgerTTL = 7 * 24 * time.Hour
 // replicaAckTimeout is how long a write waits for the replicas that
 // -redis-replica-acks asks for.
 const replicaAckTimeout = 5 * time.Second
+
+// detectReplicas is -redis-replica-acks' default: the store asks Redis
+// whether it has replicas, and waits for one where it does.
+const detectReplicas = -1
 
 // paymentsKey returns the Redis list that holds account's payments, one
 // JSON payment per element in the order they were made.
@@ -42,28 +45,34 @@ const eventsKey = "example:webhook-events"
 // refsKey, both expiring ledgerTTL after its last payment), all on the
 // Redis server at cfg.redisURL, or on the master that the Sentinels
 // of cfg.sentinelAddrs name cfg.sentinelMaster, so every worker shares
-// them. With cfg.replicaAcks every write of the store and the ledger waits
-// for that many replicas (redisstore.WithReplicaAcks, replicaAckTimeout).
-// It fails if the server does not answer a PING at start-up; later outages
-// make the middleware answer 503 until the server is back.
+// them. Every write of the store and the ledger waits for the replicas
+// cfg.replicaAcks gives: that many (redisstore.WithReplicaAcks,
+// replicaAckTimeout), none (0), or with detectReplicas what the store
+// found at start-up. It fails if the server does not answer a PING at
+// start-up; later outages make the middleware answer 503 until the server
+// is back.
 func openRedis(ctx context.Context, cfg config) (store.Store, ledger, func(), error) {
 	client, err := redisClient(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := client.Ping(ctx).Err(); err != nil {
+	var opts []redisstore.Option
+	switch {
+	case cfg.replicaAcks > 0:
+		opts = append(opts, redisstore.WithReplicaAcks(cfg.replicaAcks, replicaAckTimeout))
+	case cfg.replicaAcks == 0:
+		opts = append(opts, redisstore.WithoutReplicaAcks())
+	}
+	s := redisstore.New(client, opts...)
+	if err := s.Ping(ctx); err != nil { // also settles the replicas writes wait for
 		_ = client.Close()
 		if cfg.sentinelMaster != "" {
 			return nil, nil, nil, fmt.Errorf("-redis-sentinel: master %q of %v does not answer: %w", cfg.sentinelMaster, cfg.sentinelAddrs, err)
 		}
 		return nil, nil, nil, fmt.Errorf("-redis-url: %s does not answer: %w", client.Options().Addr, err)
 	}
-	var opts []redisstore.Option
-	if cfg.replicaAcks > 0 {
-		opts = append(opts, redisstore.WithReplicaAcks(cfg.replicaAcks, replicaAckTimeout))
-	}
 	closeClient := func() { _ = client.Close() }
-	return redisstore.New(client, opts...), &redisLedger{client: client, acks: cfg.replicaAcks}, closeClient, nil
+	return s, &redisLedger{client: client, replication: s.Replication}, closeClient, nil
 }
 
 // redisClient returns the client of cfg's Redis: a Sentinel's failover
@@ -91,24 +100,14 @@ func redisClient(cfg config) (*redis.Client, error) {
 	}
 	opts.ContextTimeoutEnabled = true
 	opts.ReadTimeout = readTimeout(cfg, opts.ReadTimeout)
-	opts.MaintNotificationsConfig = maintNotifications(cfg)
 	opts.PipelinePoolSize = -1
 	return redis.NewClient(opts), nil
 }
 
-// maintNotifications returns the client's maintenance notifications:
-// go-redis's default, or with -redis-replica-acks disabled, as
-// redisstore.WithReplicaAcks requires.
-func maintNotifications(cfg config) *maintnotifications.Config {
-	if cfg.replicaAcks > 0 {
-		return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	}
-	return nil
-}
-
 // readTimeout returns the client's ReadTimeout: given (0 is go-redis's
-// default, 3 s), or with -redis-replica-acks one above replicaAckTimeout,
-// since a write and its WAIT are one pipeline, read under ReadTimeout.
+// default, 5 s, of which the store's detected wait takes four fifths), or
+// with a count of -redis-replica-acks one above replicaAckTimeout, since a
+// write and its WAIT are one pipeline, read under ReadTimeout.
 func readTimeout(cfg config, given time.Duration) time.Duration {
 	if cfg.replicaAcks > 0 && given >= 0 && given <= replicaAckTimeout {
 		return replicaAckTimeout + time.Second
@@ -131,12 +130,12 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return ARGV[2]`)
 
 // redisLedger is a ledger in Redis, shared by every worker: a list and a
-// hash per account. With acks above 0 each write waits for that many
-// replicas, and fewer within replicaAckTimeout is an error (the write may
-// still be on the primary: sending it again is safe).
+// hash per account. Each write waits for the replicas the store's writes
+// wait for, and fewer within the store's timeout is an error (the write
+// may still be on the primary: sending it again is safe).
 type redisLedger struct {
-	client *redis.Client
-	acks   int
+	client      *redis.Client
+	replication func() redisstore.Replication
 }
 
 func (l *redisLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
@@ -186,29 +185,31 @@ func (l *redisLedger) Events(ctx context.Context) ([]eventCount, error) {
 }
 
 // runScript runs script, loading it if the server lacks it, and fails if
-// fewer than l.acks replicas acknowledged its writes.
+// fewer replicas acknowledged its writes than the store's writes wait for.
 func (l *redisLedger) runScript(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
-	reply, acks := l.record(ctx, script.EvalSha, keys, args)
+	r := l.replication()
+	reply, acks := l.record(ctx, r, script.EvalSha, keys, args)
 	if redis.HasErrorPrefix(reply.Err(), "NOSCRIPT") {
-		reply, acks = l.record(ctx, script.Eval, keys, args)
+		reply, acks = l.record(ctx, r, script.Eval, keys, args)
 	}
-	if reply.Err() == nil && acks < l.acks {
-		reply.SetErr(fmt.Errorf("%d of %d replicas acknowledged within %v", acks, l.acks, replicaAckTimeout))
+	if reply.Err() == nil && acks < r.Replicas {
+		reply.SetErr(fmt.Errorf("%d of %d replicas acknowledged within %v", acks, r.Replicas, r.Timeout))
 	}
 	return reply
 }
 
-// record runs a script through run and, with acks, WAIT in the same
-// pipeline: WAIT counts the replicas that have its connection's writes.
-// It returns the script's reply and how many replicas acknowledged.
-func (l *redisLedger) record(ctx context.Context, run func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd,
+// record runs a script through run and, when r asks for replicas, WAIT in
+// the same pipeline: WAIT counts the replicas that have its connection's
+// writes. It returns the script's reply and how many replicas
+// acknowledged.
+func (l *redisLedger) record(ctx context.Context, r redisstore.Replication, run func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd,
 	keys []string, args []any,
 ) (*redis.Cmd, int) {
 	var reply, waited *redis.Cmd
 	_, _ = l.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		reply = run(ctx, pipe, keys, args...)
-		if l.acks > 0 {
-			waited = pipe.Do(ctx, "wait", l.acks, replicaAckTimeout.Milliseconds())
+		if r.Replicas > 0 {
+			waited = pipe.Do(ctx, "wait", r.Replicas, r.Timeout.Milliseconds())
 		}
 		return nil
 	})

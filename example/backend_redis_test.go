@@ -113,34 +113,49 @@ func TestRedisSentinel(t *testing.T) {
 }
 
 // TestExampleRedisSentinelReplicaAcks: the example, given a Sentinel of the
-// test's own and -redis-replica-acks 1, pays and replays while the replica
-// is up, and the replica holds the payment by the time the client has its
-// answer; with the replica down, a new key gets 503 and pays nothing.
+// test's own whose master has a replica, without -redis-replica-acks (the
+// store finds the replica) and with -redis-replica-acks 1, says in GET
+// /healthz that writes wait for the replica, pays and replays while the
+// replica is up, and the replica holds the payment by the time the client
+// has its answer; with the replica down, a new key gets 503 and pays
+// nothing.
 func TestExampleRedisSentinelReplicaAcks(t *testing.T) {
-	primary := startPrivateRedis(t)
-	replica := startPrivateRedis(t, "--replicaof", "127.0.0.1", primary.port)
-	sentinel := startPrivateSentinel(t, "idempotency", primary)
-	require.Eventually(t, func() bool {
-		info, err := primary.client().Info(t.Context(), "replication").Result()
-		// A replica acknowledges writes only once its first sync is done.
-		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
-	}, 30*time.Second, 50*time.Millisecond, "the replica is in sync with the primary")
-	p := startExample(t, "-store", "redis", "-redis-sentinel", "idempotency@127.0.0.1:"+sentinel.port,
-		"-redis-replica-acks", "1")
+	for _, tc := range []struct {
+		name, acks string
+		flags      []string
+	}{
+		{"detected", "writes wait up to 4s for 1 replica(s): found 1 replica(s) on the master the Sentinels name", nil},
+		{"chosen", "writes wait up to 5s for 1 replica(s): chosen with WithReplicaAcks", []string{"-redis-replica-acks", "1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			primary := startPrivateRedis(t)
+			replica := startPrivateRedis(t, "--replicaof", "127.0.0.1", primary.port)
+			sentinel := startPrivateSentinel(t, "idempotency", primary)
+			require.Eventually(t, func() bool {
+				info, err := primary.client().Info(t.Context(), "replication").Result()
+				// A replica acknowledges writes only once its first sync is done.
+				return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
+			}, 30*time.Second, 50*time.Millisecond, "the replica is in sync with the primary")
+			p := startExample(t, append([]string{"-store", "redis", "-redis-sentinel", "idempotency@127.0.0.1:" + sentinel.port}, tc.flags...)...)
+			status, h := getHealth(t, p.URL)
+			require.Equal(t, http.StatusOK, status)
+			assert.Equal(t, tc.acks, h.ReplicaAcks)
 
-	first := post(t, p.URL, "acked")
-	require.Equal(t, http.StatusCreated, first.status, first.body)
-	n, err := replica.client().LLen(t.Context(), paymentsKey(testAccount)).Result()
-	require.NoError(t, err)
-	assert.Equal(t, int64(1), n, "the replica holds the payment")
-	again := post(t, p.URL, "acked")
-	assert.True(t, again.replayed)
-	assert.Equal(t, first.stormContent, again.stormContent)
+			first := post(t, p.URL, "acked")
+			require.Equal(t, http.StatusCreated, first.status, first.body)
+			n, err := replica.client().LLen(t.Context(), paymentsKey(testAccount)).Result()
+			require.NoError(t, err)
+			assert.Equal(t, int64(1), n, "the replica holds the payment")
+			again := post(t, p.URL, "acked")
+			assert.True(t, again.replayed)
+			assert.Equal(t, first.stormContent, again.stormContent)
 
-	replica.Stop()
-	resp, body := postOnce(t, p.URL, "unacked")
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
-	assert.Len(t, paymentIDs(t, p.URL), 1, "the unacknowledged claim ran nothing")
+			replica.Stop()
+			resp, body := postOnce(t, p.URL, "unacked")
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
+			assert.Len(t, paymentIDs(t, p.URL), 1, "the unacknowledged claim ran nothing")
+		})
+	}
 }
 
 // TestExampleRedisOutage: while Redis is down, protected requests get 503

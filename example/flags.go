@@ -46,7 +46,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 		c.sentinelMaster, c.sentinelAddrs, err = parseSentinel(v)
 		return err
 	})
-	fs.IntVar(&c.replicaAcks, "redis-replica-acks", 0, "with -store redis, make every write wait up to 5s for this many replicas to acknowledge it, and fail if fewer do (0: do not wait)")
+	fs.IntVar(&c.replicaAcks, "redis-replica-acks", detectReplicas, "with -store redis, how many replicas every write waits for, up to 5s, failing if fewer acknowledge it; 0: none; -1: ask Redis at start-up and wait for one, up to four fifths of the client's ReadTimeout, where it has replicas")
 	fs.StringVar(&c.databaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL for -store postgres (default $DATABASE_URL)")
 	fs.StringVar(&c.sqlitePath, "sqlite-path", "idempotency.db", "SQLite database file for -store sqlite, created if missing; on a local disk of this host")
 	fs.DurationVar(&c.delay, "delay", 0, "extra time each payment and webhook event takes after it is recorded, such as a slow receipt call")
@@ -81,8 +81,8 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	if c.delay < 0 || c.lease <= 0 {
 		return config{}, fmt.Errorf("-delay must be 0 or more and -lease above 0")
 	}
-	if c.replicaAcks < 0 {
-		return config{}, fmt.Errorf("-redis-replica-acks %d: want 0 or more", c.replicaAcks)
+	if c.replicaAcks < detectReplicas {
+		return config{}, fmt.Errorf("-redis-replica-acks %d: want -1 (ask Redis), 0 (wait for none) or a number of replicas", c.replicaAcks)
 	}
 	if c.replicaAcks > 0 && c.lease <= replicaAckTimeout {
 		return config{}, fmt.Errorf("-lease %v with -redis-replica-acks: want a lease above the %v a write may wait for its replicas", c.lease, replicaAckTimeout)

@@ -20,6 +20,7 @@ func TestFlagsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, config{
 		addr:        ":8080",
+		replicaAcks: detectReplicas,
 		store:       "memory",
 		redisURL:    "redis://127.0.0.1:6379/0",
 		databaseURL: "postgres://postgres@127.0.0.1:5432/test",
@@ -39,7 +40,7 @@ func TestFlagsSet(t *testing.T) {
 		"-webhook-secret", "whsec_1", "-mysql-dsn", "app@tcp(db:3306)/pay", "-mysql-tx=false"},
 		env(map[string]string{"MYSQL_DSN": "root@tcp(m)/x"}))
 	require.NoError(t, err)
-	assert.Equal(t, config{addr: "127.0.0.1:9000", store: "redis", redisURL: "redis://r", sqlitePath: "/var/lib/x.db",
+	assert.Equal(t, config{addr: "127.0.0.1:9000", store: "redis", redisURL: "redis://r", replicaAcks: detectReplicas, sqlitePath: "/var/lib/x.db",
 		delay: 300 * time.Millisecond, workers: 4, lease: 2 * time.Second, postgresTx: false,
 		webhookSecret: []byte("whsec_1"), mysqlDSN: "app@tcp(db:3306)/pay", mysqlTx: false}, cfg)
 	_, err = parseFlags([]string{"-webhook-secret", ""}, env(nil))
@@ -108,7 +109,7 @@ func TestFlagsRefused(t *testing.T) {
 		"sentinel empty master":   {"-redis-sentinel", "@127.0.0.1:26379"},
 		"sentinel without port":   {"-redis-sentinel", "idempotency@127.0.0.1"},
 		"sentinel empty address":  {"-redis-sentinel", "idempotency@127.0.0.1:26379,"},
-		"negative replica acks":   {"-redis-replica-acks", "-1"},
+		"negative replica acks":   {"-redis-replica-acks", "-2"},
 		"lease within acks wait":  {"-redis-replica-acks", "1", "-lease", "5s"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -26,7 +26,8 @@ func getHealth(t *testing.T, baseURL string) (int, health) {
 }
 
 // TestHealthz: the example on Redis, through a proxy, answers GET /healthz
-// with 200 while Redis answers; within 3 s of the link stalling (a dead
+// with 200 while Redis answers, saying that writes wait for no replica (the
+// Redis has none); within 3 s of the link stalling (a dead
 // link: no error, no answer) with 503 and the reason; and with 200 again
 // once the link flows. A stopped Redis, refusing connections, is 503 too.
 func TestHealthz(t *testing.T) {
@@ -37,6 +38,8 @@ func TestHealthz(t *testing.T) {
 	p := startExample(t, "-store", "redis", "-redis-url", "redis://"+proxy.Addr()+"/0")
 	healthy := func() bool { status, _ := getHealth(t, p.URL); return status == http.StatusOK }
 	require.True(t, healthy())
+	_, h := getHealth(t, p.URL)
+	require.Equal(t, "writes do not wait for replicas: found no replica on the primary, so no failover can promote one that lacks a write", h.ReplicaAcks)
 
 	proxy.Stall()
 	stalled := time.Now()

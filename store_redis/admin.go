@@ -50,7 +50,11 @@ func (s *Store) Delete(ctx context.Context, hash string, force bool) (bool, erro
 	if force {
 		forced = 1
 	}
-	cmd, acks := s.eval(ctx, deleteScript, s.hashKeys(hash), forced)
+	r, err := s.replication(ctx)
+	if err != nil {
+		return false, fmt.Errorf("redisstore: delete: %w", err)
+	}
+	cmd, acks := s.eval(ctx, r, deleteScript, s.hashKeys(hash), forced)
 	deleted, err := cmd.Int64()
 	switch {
 	case err != nil:
@@ -58,7 +62,7 @@ func (s *Store) Delete(ctx context.Context, hash string, force bool) (bool, erro
 	case deleted == 2:
 		return false, store.ErrLeaseLive
 	}
-	return deleted == 1, s.acked("delete", acks)
+	return deleted == 1, r.acked("delete", acks)
 }
 
 // Find implements store.Admin: SCAN on every master, each key it matches

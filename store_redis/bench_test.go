@@ -200,3 +200,32 @@ func BenchmarkDo(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFirstRequest counts the round trips to Redis of a first request
+// through the middleware on the shared single Redis, with the store built
+// without a replica option: it asks the server once, finds no replica,
+// and a first request stays a claim and a complete, beside its target of
+// 2. A store that asked again meanwhile adds its one INFO to the count.
+func BenchmarkFirstRequest(b *testing.B) {
+	client := standalone(b)
+	log := &commandLog{}
+	client.AddHook(log)
+	s, _ := newStore(b, client)
+	handler := idempotency.New(idempotency.WithStore(s))(replayedPayment)
+	if code := post(handler, "/payments", "warm-up"); code != http.StatusCreated { // asks for replicas, loads the scripts
+		b.Fatalf("warm-up: %d", code)
+	}
+	if r := s.Replication(); r.Replicas != 0 {
+		b.Fatalf("the shared Redis has replicas: %v", r)
+	}
+	log.take()
+	i := 0
+	for b.Loop() {
+		if code := post(handler, "/payments", "first-"+strconv.Itoa(i)); code != http.StatusCreated {
+			b.Fatalf("first request: %d", code)
+		}
+		i++
+	}
+	b.ReportMetric(float64(len(log.take()))/float64(b.N), "round-trips/op")
+	b.ReportMetric(2, "target-round-trips")
+}

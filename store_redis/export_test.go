@@ -32,3 +32,7 @@ func ScriptedClaims(s *Store) *Store {
 func ClaimsWaiting(s *Store) int { return s.claims.Waiting() }
 
 func CompletesWaiting(s *Store) int { return s.completes.Waiting() }
+
+// RecheckReplicationNow makes the next write of s that finds no replica
+// ask the server again, as it does once per recheckEvery.
+func RecheckReplicationNow(s *Store) { s.acks.rechecked.Store(0) }

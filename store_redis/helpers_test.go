@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -153,7 +154,8 @@ func newStore(t testing.TB, client redis.UniversalClient, opts ...redisstore.Opt
 			return err
 		}), "deleting the test's keys")
 	})
-	return redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...), prefix
+	quiet := slog.New(slog.DiscardHandler)
+	return redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(prefix), redisstore.WithLogger(quiet)}, opts...)...), prefix
 }
 
 // forEachNode calls fn with each master of a Cluster, or with the one
@@ -273,8 +275,8 @@ func (s *redisServer) kill() {
 	}
 }
 
-// noMaintNotifications turns go-redis's maintenance notifications off, as
-// redisstore.WithReplicaAcks requires; the test servers have none.
+// noMaintNotifications turns go-redis's maintenance notifications off: the
+// test servers have none (TestReplicationDefaultClient keeps the default).
 var noMaintNotifications = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
 // client returns a client of the server alone, closed when the test ends.

@@ -31,10 +31,9 @@ import (
 // TestReplicaAcksMisconfiguration: WithReplicaAcks and New panic, naming
 // the package, on settings that cannot work.
 func TestReplicaAcksMisconfiguration(t *testing.T) {
-	client := redis.NewClient(&redis.Options{ReadTimeout: 3 * time.Second, MaintNotificationsConfig: noMaintNotifications})
-	auto := redis.NewClient(&redis.Options{ReadTimeout: 3 * time.Second})
+	client := redis.NewClient(&redis.Options{ReadTimeout: 3 * time.Second})
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
-	t.Cleanup(func() { _, _, _ = client.Close(), auto.Close(), ring.Close() })
+	t.Cleanup(func() { _, _ = client.Close(), ring.Close() })
 	for _, tc := range []struct {
 		name, panic string
 		build       func()
@@ -45,8 +44,10 @@ func TestReplicaAcksMisconfiguration(t *testing.T) {
 			func() { redisstore.WithReplicaAcks(1, 0) }},
 		{"timeout not below ReadTimeout", "redisstore: WithReplicaAcks expects a timeout below the client's ReadTimeout",
 			func() { redisstore.New(client, redisstore.WithReplicaAcks(1, 3*time.Second)) }},
-		{"auto maintenance notifications", "redisstore: WithReplicaAcks expects a client whose MaintNotificationsConfig.Mode is disabled or enabled, not auto",
-			func() { redisstore.New(auto, redisstore.WithReplicaAcks(1, time.Second)) }},
+		{"timeout above go-redis's default ReadTimeout", "redisstore: WithReplicaAcks expects a timeout below the client's ReadTimeout",
+			func() {
+				redisstore.New(redis.NewClient(&redis.Options{}), redisstore.WithReplicaAcks(1, 5*time.Second))
+			}},
 		{"a Ring", "redisstore: WithReplicaAcks expects a *redis.Client or a *redis.ClusterClient",
 			func() { redisstore.New(ring, redisstore.WithReplicaAcks(1, time.Second)) }},
 	} {
@@ -108,9 +109,9 @@ func TestReplicaAcksConformance(t *testing.T) {
 }
 
 // TestReplicaAcksRoundTrips: with replica acks, through the middleware, a
-// claim that takes the key is its pipeline, then WAIT on the same
-// connection; a complete is one pipeline of the script and WAIT; and a
-// replay is the claim's pipeline alone.
+// claim that takes the key is its pipeline, then a renewal of the lease and
+// WAIT in one pipeline; a complete is one pipeline of the script and WAIT;
+// and a replay is the claim's pipeline alone.
 func TestReplicaAcksRoundTrips(t *testing.T) {
 	client := replicatedPrimary(t)
 	log := &commandLog{}
@@ -123,7 +124,7 @@ func TestReplicaAcksRoundTrips(t *testing.T) {
 	log.take()
 
 	require.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
-	assert.Equal(t, []string{"pttl set", "wait", "evalsha wait"}, log.take(), "claim, complete")
+	assert.Equal(t, []string{"pttl set", "evalsha wait", "evalsha wait"}, log.take(), "claim, complete")
 	require.Equal(t, http.StatusCreated, post(handler, "/payments", "first"))
 	assert.Equal(t, []string{"pttl set"}, log.take(), "a replay: claim")
 }
@@ -309,24 +310,28 @@ const (
 // middleware while the primary's replication link is cut, the primary is
 // killed with SIGKILL, and Sentinel promotes the replica, which lacks what
 // the primary wrote after the cut; then every key gets one more duplicate.
-// Three failovers, each on a rig of its own, with and without the option.
-// With WithReplicaAcks(1, ...) no key's handler runs twice: a claim the
-// replica never acknowledged gets 503 and never runs, and a completion it
-// never acknowledged is sent again to the promoted replica. Without the
-// option, the count of keys run twice is only logged: the loss is likely,
-// not certain.
+// Three failovers, each on a rig of its own, per case. A store built
+// without a replica option finds the replica and waits for it, as one with
+// WithReplicaAcks(1, ...) does: no key's handler runs twice, since a claim
+// the replica never acknowledged gets 503 and never runs, and a completion
+// it never acknowledged is sent again to the promoted replica. With
+// WithoutReplicaAcks some key runs twice in every failover.
 func TestFailoverKeepsEveryRecord(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		opts []redisstore.Option
+		name     string
+		opts     []redisstore.Option
+		replicas int // what Replication reports
+		safe     bool
 	}{
-		{"with replica acks", []redisstore.Option{redisstore.WithReplicaAcks(1, failoverAcks)}},
-		{"without replica acks", nil},
+		{"detected", nil, 1, true},
+		{"with replica acks", []redisstore.Option{redisstore.WithReplicaAcks(1, failoverAcks)}, 1, true},
+		{"without replica acks", []redisstore.Option{redisstore.WithoutReplicaAcks()}, 0, false},
 	} {
 		for failover := range 3 {
 			t.Run(fmt.Sprintf("%s/failover %d", tc.name, failover+1), func(t *testing.T) {
 				rig := startFailoverRig(t)
-				storm := newDuplicateStorm(t, redisstore.New(rig.client, tc.opts...))
+				s := redisstore.New(rig.client, tc.opts...)
+				storm := newDuplicateStorm(t, s)
 				storm.start(300, 3, 5*time.Millisecond)
 				time.Sleep(600 * time.Millisecond) // the storm is under way
 				rig.failOver(t, 400*time.Millisecond)
@@ -335,10 +340,13 @@ func TestFailoverKeepsEveryRecord(t *testing.T) {
 				storm.wait()
 
 				twice := storm.keysRunTwice()
-				t.Logf("%d of %d keys ran twice; store errors: %v", len(twice), 300, storm.errorCounts())
+				t.Logf("%d of %d keys ran twice; %v; store errors: %v", len(twice), 300, s.Replication(), storm.errorCounts())
 				require.Len(t, storm.executions, 300, "every key ran")
-				if tc.opts != nil {
+				assert.Equal(t, tc.replicas, s.Replication().Replicas, "replicas waited for")
+				if tc.safe {
 					assert.Empty(t, twice, "keys whose handler ran twice")
+				} else {
+					assert.NotEmpty(t, twice, "keys whose handler ran twice without acknowledgements")
 				}
 			})
 		}

@@ -17,6 +17,8 @@ var (
 	recordOwnerLua string
 	//go:embed record_renew.lua
 	recordRenewLua string
+	//go:embed record_ack.lua
+	recordAckLua string
 	//go:embed record_complete.lua
 	recordCompleteLua string
 	//go:embed record_release.lua
@@ -36,6 +38,7 @@ var (
 	watchScript = redis.NewScript(recordLua + recordWatchLua)
 	// These reply 1 when done, nil when the caller does not hold the key.
 	renewScript    = redis.NewScript(recordLua + recordOwnerLua + recordRenewLua)
+	ackScript      = redis.NewScript(recordLua + recordOwnerLua + recordAckLua)
 	completeScript = redis.NewScript(recordLua + recordCompleteLua)
 	releaseScript  = redis.NewScript(recordLua + recordOwnerLua + recordReleaseLua)
 	inspectScript  = redis.NewScript(recordLua + recordLiveLua + recordInspectLua)
@@ -43,5 +46,5 @@ var (
 )
 
 func allScripts() []*redis.Script {
-	return []*redis.Script{claimScript, watchScript, renewScript, completeScript, releaseScript, inspectScript, deleteScript}
+	return []*redis.Script{claimScript, watchScript, renewScript, ackScript, completeScript, releaseScript, inspectScript, deleteScript}
 }

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -35,8 +36,10 @@ type Store struct {
 	client    redis.UniversalClient
 	prefix    string
 	abandoned time.Duration
-	replicas  *replicaAcks // nil: writes do not wait for replicas
-	atOnce    atomic.Bool  // Claim tries sendClaims first
+	chosen    *Replication // by an option; nil: detected (see replication)
+	acks      replication
+	logger    *slog.Logger
+	atOnce    atomic.Bool // Claim tries sendClaims first
 	claims    *batch.Sender[*claimCall]
 	completes *batch.Sender[*completeCall]
 
@@ -69,20 +72,25 @@ func WithAbandonedRetention(d time.Duration) Option {
 
 // New returns a store that keeps its records through client (a
 // *redis.Client, Sentinel or not, or a *redis.ClusterClient); it never
-// dials. New panics if a *redis.Client, *redis.ClusterClient or *redis.Ring
-// has ContextTimeoutEnabled off, since deadlines must cut calls on a stalled
-// connection. The server needs a maxmemory-policy that never evicts these
-// keys; see docs/redis.md.
+// dials. Unless an option chose, its first write or Ping asks the server
+// for replicas, and where it has some, writes wait for one (Replication
+// reports it). New panics if a *redis.Client, *redis.ClusterClient or
+// *redis.Ring has ContextTimeoutEnabled off, since deadlines must cut calls
+// on a stalled connection. The server needs a maxmemory-policy that never
+// evicts these keys; see docs/redis.md.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	if client == nil {
 		panic("redisstore: New expects a non-nil client")
 	}
-	s := &Store{client: client, prefix: "idempotency:", abandoned: 24 * time.Hour}
+	s := &Store{client: client, prefix: "idempotency:", abandoned: 24 * time.Hour, logger: slog.Default()}
 	for _, opt := range opts {
 		opt(s)
 	}
-	if s.replicas != nil {
-		s.replicas.check(client)
+	if s.chosen != nil {
+		if s.chosen.Replicas > 0 {
+			checkReplicaAcks(client, s.chosen.Timeout)
+		}
+		s.settle(*s.chosen)
 	}
 	if !heedsDeadlines(client) {
 		panic("redisstore: New expects a client with ContextTimeoutEnabled: true, without which a stalled connection ignores the middleware's deadlines")
@@ -125,8 +133,12 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	}
 	c := claimRequest{keys: s.keys(key), fingerprint: fingerprint, token: token,
 		leaseMs: millis(lease), lifeMs: millis(s.inFlightLife(lease))}
-	if s.replicas != nil {
-		return s.claimAcked(ctx, c)
+	r, err := s.replication(ctx)
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	if r.Replicas > 0 {
+		return s.claimAcked(ctx, r, c)
 	}
 	rec, claimed, err := s.claimBatched(ctx, c)
 	if err != nil {
@@ -166,11 +178,15 @@ func decodeClaim(r *reply, fingerprint, token string) (store.Record, bool, error
 
 // Renew implements store.Store.
 func (s *Store) Renew(ctx context.Context, key string, owner store.Lease, lease time.Duration) error {
-	cmd, acks := s.eval(ctx, renewScript, s.keys(key), owner.Token, owner.Fence, millis(lease))
+	r, err := s.replication(ctx)
+	if err != nil {
+		return fmt.Errorf("redisstore: renew: %w", err)
+	}
+	cmd, acks := s.eval(ctx, r, renewScript, s.keys(key), owner.Token, owner.Fence, millis(lease))
 	if err := ownerErr("renew", cmd.Err()); err != nil {
 		return err
 	}
-	return s.acked("renew", acks)
+	return r.acked("renew", acks)
 }
 
 // Complete implements store.Store.
@@ -180,11 +196,15 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 		state, status, header, body = store.StateCompleted, resp.Status, headercodec.Encode(resp.Header), resp.Body
 	}
 	args := []any{owner.Token, owner.Fence, millis(retention), int(state), status, header, body}
-	if s.replicas != nil {
-		return s.completeAcked(ctx, s.keys(key), args)
+	r, err := s.replication(ctx)
+	if err != nil {
+		return fmt.Errorf("redisstore: complete: %w", err)
+	}
+	if r.Replicas > 0 {
+		return s.completeAcked(ctx, r, s.keys(key), args)
 	}
 	call := &completeCall{keys: s.keys(key), args: args}
-	err := s.completes.Do(ctx, call)
+	err = s.completes.Do(ctx, call)
 	if err == nil {
 		err = call.err
 	}
@@ -195,11 +215,15 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 // token until its abandoned retention ends, so that the next claim gets a
 // higher fence.
 func (s *Store) Release(ctx context.Context, key string, owner store.Lease) error {
-	cmd, acks := s.eval(ctx, releaseScript, s.keys(key), owner.Token, owner.Fence)
+	r, err := s.replication(ctx)
+	if err != nil {
+		return fmt.Errorf("redisstore: release: %w", err)
+	}
+	cmd, acks := s.eval(ctx, r, releaseScript, s.keys(key), owner.Token, owner.Fence)
 	if err := ownerErr("release", cmd.Err()); err != nil {
 		return err
 	}
-	return s.acked("release", acks)
+	return r.acked("release", acks)
 }
 
 // ownerErr translates the reply of an owner-guarded script: nil means the
