@@ -20,10 +20,10 @@ const (
 	// transaction holds the key's claim lock (its row cannot be seen).
 	inspectSQL = `
 SELECT g.held, coalesce(r.state, 0), r.fingerprint, coalesce(r.fence, 0), r.status, r.header, r.body,
-       coalesce(r.ttl, 0)
+       r.steps, coalesce(r.ttl, 0)
 FROM (SELECT pg_try_advisory_xact_lock_shared(` + claimLockSQL + `$2::bigint) AS held) AS g
 LEFT JOIN (
-    SELECT t.state, t.fingerprint, t.fence, t.status, t.header, t.body,
+    SELECT t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.steps,
            (extract(epoch FROM t.expires_at - now.at) * 1000000)::bigint AS ttl
     FROM idempotency_keys AS t, (SELECT clock_timestamp() AS at) AS now
     WHERE t.key = $1 AND t.expires_at > now.at
@@ -63,7 +63,8 @@ var errHeldByTx = fmt.Errorf("%w: held by an open transaction, which a delete ca
 
 // Inspect implements store.Admin in one statement. A key held by an open
 // transaction of a TxStore is reported in flight, with no fingerprint or
-// fence and TTL 0, since its row cannot be seen.
+// fence and TTL 0, since its row cannot be seen. A record in flight comes
+// with the steps recorded under it.
 func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, error) {
 	row, err := adminRow(hash)
 	if err == nil {
@@ -78,7 +79,7 @@ func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, e
 	)
 	err = s.retry(ctx, func() error {
 		return s.pool.QueryRow(ctx, s.sql.inspect, row, lockHash(row)).
-			Scan(&held, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.ttl)
+			Scan(&held, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.steps, &r.ttl)
 	})
 	switch {
 	case err != nil:
@@ -88,7 +89,11 @@ func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, e
 	case r.state == 0:
 		return store.Record{}, false, nil
 	}
-	return r.record(""), true, nil
+	rec, err := r.record("")
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("pgstore: inspect: %w", err)
+	}
+	return rec, true, nil
 }
 
 // Delete implements store.Admin in one transaction. A row in flight is

@@ -21,9 +21,10 @@ import (
 //
 // "Guard" tries the lock without waiting; without it the claim only reads
 // the committed row. "Inserted" creates a free key's row, "Taken" takes
-// over an expired one (raising an in-flight row's fence); otherwise the row
-// is read, and a plain claim under the live owner's token reports it
-// claimed again.
+// over an expired one (raising an in-flight row's fence, and keeping its
+// steps for a claim of the same request); otherwise the row is read, and a
+// plain claim under the live owner's token reports it claimed again. Only
+// a claim gets the row's steps.
 //
 // The guard is a materialised CTE that the INSERT and the UPDATE read
 // before they look at a row, so no claim ever waits on a transactional
@@ -54,19 +55,21 @@ WITH "Guard" AS MATERIALIZED (
     SELECT $1::bytea, $2::bytea, 1, $3::bytea, 1, statement_timestamp() + $4::bigint * interval '1 microsecond'
     FROM "Guard" WHERE "Guard".held
     ON CONFLICT (key) DO NOTHING
-    RETURNING t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at
+    RETURNING t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at, t.steps
 ), "Taken" AS (
     UPDATE idempotency_keys AS t
     SET fingerprint = $2, state = 1, token = $3,
         fence = CASE WHEN t.state = 1 THEN t.fence + 1 ELSE 1 END,
         status = NULL, header = NULL, body = NULL,
+        steps = CASE WHEN t.state = 1 AND t.fingerprint = $2 THEN t.steps END,
         expires_at = statement_timestamp() + $4::bigint * interval '1 microsecond'
     WHERE t.key = $1 AND t.expires_at <= statement_timestamp()
       AND (SELECT held FROM "Guard") AND NOT EXISTS (SELECT FROM "Inserted")
-    RETURNING t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at
+    RETURNING t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at, t.steps
 )
 SELECT "Guard".held, coalesce(r.claimed, false) AS claimed, coalesce(r.state, 0) AS state,
        r.fingerprint, coalesce(r.fence, 0) AS fence, r.status, r.header, r.body,
+       CASE WHEN r.claimed THEN r.steps END AS steps,
        coalesce((extract(epoch FROM r.expires_at - CASE WHEN r.claimed THEN statement_timestamp()
                                                          ELSE clock_timestamp() END) * 1000000)::bigint, 0) AS ttl
 FROM "Guard" LEFT JOIN (
@@ -75,7 +78,7 @@ FROM "Guard" LEFT JOIN (
     SELECT true, * FROM "Taken"
     UNION ALL
     SELECT NOT $6::boolean AND t.state = 1 AND t.token = $3::bytea AND t.expires_at > statement_timestamp(),
-           t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at
+           t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at, t.steps
     FROM idempotency_keys AS t
     WHERE t.key = $1 AND NOT EXISTS (SELECT FROM "Inserted") AND NOT EXISTS (SELECT FROM "Taken")
 ) AS r ON true`
@@ -105,10 +108,11 @@ WHERE pg_try_advisory_xact_lock_shared(` + claimLockSQL + `$5::bigint)
 ON CONFLICT (key) DO NOTHING`
 
 // claimLiveSQL reads key $1's row while it is live, and whether it is in
-// flight under token $2: claimSQL's read, without the lock. A row it does
-// not return is left to claimSQL.
+// flight under token $2 (with its steps then): claimSQL's read, without
+// the lock. A row it does not return is left to claimSQL.
 const claimLiveSQL = `
 SELECT t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.state = 1 AND t.token = $2::bytea,
+       CASE WHEN t.state = 1 AND t.token = $2::bytea THEN t.steps END,
        (extract(epoch FROM t.expires_at - clock_timestamp()) * 1000000)::bigint
 FROM idempotency_keys AS t
 WHERE t.key = $1 AND t.expires_at > statement_timestamp()`
@@ -164,7 +168,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 func (s *Store) readLive(ctx context.Context, row []byte, token string) (rec store.Record, claimed, live bool, err error) {
 	var r claimRow
 	err = s.db.QueryRow(ctx, s.sql.claimLive, row, []byte(token)).
-		Scan(&r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.claimed, &r.ttl)
+		Scan(&r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.claimed, &r.steps, &r.ttl)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return store.Record{}, false, false, nil
@@ -173,7 +177,8 @@ func (s *Store) readLive(ctx context.Context, row []byte, token string) (rec sto
 	case r.ttl <= 0: // lapsed since the statement began
 		return store.Record{}, false, false, nil
 	}
-	return r.record(token), r.claimed, true, nil
+	rec, err = r.record(token)
+	return rec, r.claimed, err == nil, err
 }
 
 // claimAny is Claim by claimSQL alone.
@@ -207,7 +212,7 @@ func (s *Store) claimOnce(ctx context.Context, db querier, key, fingerprint, tok
 	row := rowKey(key)
 	err := db.QueryRow(ctx, s.sql.claim, row, []byte(fingerprint), []byte(token), lease.Microseconds(),
 		lockHash(row), exclusive).
-		Scan(&held, &r.claimed, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.ttl)
+		Scan(&held, &r.claimed, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.steps, &r.ttl)
 	if serializationFailure(err) {
 		return store.Record{}, false, errStaleSnapshot
 	}
@@ -222,7 +227,8 @@ func (s *Store) claimOnce(ctx context.Context, db querier, key, fingerprint, tok
 		// An open transaction holds the key; its row is not visible.
 		return store.Record{State: store.StateInFlight, Fingerprint: fingerprint}, false, nil
 	}
-	return r.record(token), r.claimed, nil
+	rec, err := r.record(token)
+	return rec, r.claimed, err
 }
 
 // claimRow is a key's row as claimSQL and claimLiveSQL return it.
@@ -234,11 +240,12 @@ type claimRow struct {
 	status      *int32
 	header      [][]byte
 	body        []byte
-	ttl         int64 // microseconds
+	steps       [][]byte // see encodeStep
+	ttl         int64    // microseconds
 }
 
 // record is r as a store.Record; token is the owner's if r was claimed.
-func (r *claimRow) record(token string) store.Record {
+func (r *claimRow) record(token string) (store.Record, error) {
 	rec := store.Record{
 		State:       store.State(r.state),
 		Fingerprint: string(r.fingerprint),
@@ -251,7 +258,9 @@ func (r *claimRow) record(token string) store.Record {
 	if rec.State == store.StateCompleted && r.status != nil {
 		rec.Response = &store.Response{Status: int(*r.status), Header: decodeHeader(r.header), Body: r.body}
 	}
-	return rec
+	var err error
+	rec.Steps, err = decodeSteps(r.steps)
+	return rec, err
 }
 
 // rowKey is the key column's value for key: store.HashKey(key)'s 32 bytes.

@@ -90,6 +90,41 @@ VALUES ($1, 'fp', 1, 't', 1, now() + interval '1 minute')`, rowKey("k"))
 	assert.Equal(t, int64(1), rec.Owner.Fence)
 }
 
+// TestMigrateFromVersion2: workers that call Migrate at once on a table of
+// schema version 2 bring it to version 3, keeping its rows: a live owner
+// records steps on its row, and a released row is taken over.
+func TestMigrateFromVersion2(t *testing.T) {
+	t.Parallel()
+	p := testPool(t)
+	ctx := context.Background()
+	s := New(p, WithTable(testTable(t)))
+	t.Cleanup(func() { dropTable(t, s) })
+	for _, sql := range s.sql.migrations[:2] {
+		_, err := p.Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	_, err := p.Exec(ctx, `INSERT INTO `+s.name+` (key, fingerprint, state, token, fence, expires_at)
+VALUES ($1, 'fp', 1, 't', 1, now() + interval '1 minute'), ($2, 'fp', 1, '', 4, now())`, rowKey("live"), rowKey("released"))
+	require.NoError(t, err)
+
+	const workers = 8
+	errs := make([]error, workers)
+	storetest.Together(workers, func(i int) { errs[i] = s.Migrate(ctx) })
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	version, err := s.version(ctx, p)
+	require.NoError(t, err)
+	assert.Equal(t, 3, version)
+	step := store.Step{Name: "charge", Result: []byte("ch_1")}
+	require.NoError(t, s.SaveStep(ctx, "live", store.Lease{Token: "t", Fence: 1}, step))
+	rec := mustClaim(t, s, "live", "fp", "t", time.Minute)
+	assert.Equal(t, []store.Step{step}, rec.Steps, "the live owner's claim again")
+	rec = mustClaim(t, s, "released", "fp", "t", time.Minute)
+	assert.Equal(t, int64(5), rec.Owner.Fence, "the released row is taken over")
+	assert.Empty(t, rec.Steps)
+}
+
 // TestMigrateChecksVersion: Claim and BeginClaim refuse a table that is not
 // at this package's schema version, and Migrate refuses one whose version
 // it cannot tell or does not know.
@@ -100,7 +135,7 @@ func TestMigrateChecksVersion(t *testing.T) {
 		name, comment, migrateErr string
 	}{
 		{name: "no version", comment: "made by hand", migrateErr: "records no schema version"},
-		{name: "later version", comment: "pgstore schema version 3", migrateErr: "later than this package's 2"},
+		{name: "later version", comment: "pgstore schema version 4", migrateErr: "later than this package's 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -123,7 +158,7 @@ func TestMigrateChecksVersion(t *testing.T) {
 		t.Parallel()
 		s := New(testPool(t), WithTable(testTable(t)))
 		_, _, err := s.Claim(ctx, "k", "fp", "x", time.Minute)
-		require.ErrorContains(t, err, "schema version 0, not 2: run Migrate")
+		require.ErrorContains(t, err, "schema version 0, not 3: run Migrate")
 	})
 }
 

@@ -23,12 +23,12 @@ SET expires_at = statement_timestamp() + $4::bigint * interval '1 microsecond'
 WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
 
 	// completeSQL stores state $4 and the response ($5 status, $6 header,
-	// $7 body, all NULL when not replayable) for $8 microseconds, and
-	// wakes the key's watchers (see wakeSQL).
+	// $7 body, all NULL when not replayable) for $8 microseconds in place
+	// of the steps, and wakes the key's watchers (see wakeSQL).
 	completeSQL = `
 WITH done AS (
     UPDATE idempotency_keys
-    SET state = $4, status = $5, header = $6, body = $7,
+    SET state = $4, status = $5, header = $6, body = $7, steps = NULL,
         expires_at = statement_timestamp() + $8::bigint * interval '1 microsecond'
     WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1
     RETURNING key
@@ -39,7 +39,8 @@ WITH done AS (
 	completedSQL = `SELECT FROM idempotency_keys WHERE key = $1 AND token = $2 AND fence = $3 AND state <> 1`
 
 	// releaseSQL ends the lease and clears the token. The row stays in
-	// flight, so the next claim takes it over with a higher fence.
+	// flight, so the next claim takes it over with a higher fence and its
+	// steps.
 	releaseSQL = `
 WITH done AS (
     UPDATE idempotency_keys

@@ -13,9 +13,12 @@ var schemaSQL string
 //go:embed migration2.sql
 var migration2SQL string
 
+//go:embed migration3.sql
+var migration3SQL string
+
 // migrationsSQL holds the migrations in order: the nth brings a table to
 // schema version n, and records it in the table's comment.
-var migrationsSQL = []string{schemaSQL, migration2SQL}
+var migrationsSQL = []string{schemaSQL, migration2SQL, migration3SQL}
 
 // statements holds the store's SQL. Every statement is written against the
 // default table name, as schema.sql is, and rewritten once by New for the
@@ -29,6 +32,7 @@ type statements struct {
 	complete       string
 	completed      string
 	release        string
+	saveStep       string
 	deleteExpired  string
 	pages          string
 	channel        string
@@ -57,6 +61,7 @@ func newStatements(table string) statements {
 		complete:       r.Replace(completeSQL),
 		completed:      r.Replace(completedSQL),
 		release:        r.Replace(releaseSQL),
+		saveStep:       r.Replace(saveStepSQL),
 		deleteExpired:  r.Replace(deleteExpiredSQL),
 		pages:          r.Replace(pagesSQL),
 		channel:        r.Replace(`SELECT ` + channelSQL),

@@ -29,7 +29,8 @@ var plainStores = []struct {
 }
 
 // TestConformance runs the shared store suites: Run against each of
-// plainStores, and RunTx against the transactional store's transactions.
+// plainStores, RunTx against the transactional store's transactions, and
+// RunSteps against the plain store.
 func TestConformance(t *testing.T) {
 	for _, c := range plainStores {
 		t.Run(c.name, func(t *testing.T) {
@@ -38,6 +39,9 @@ func TestConformance(t *testing.T) {
 	}
 	t.Run("TxStore transactions", func(t *testing.T) {
 		storetest.RunTx(t, func(t *testing.T) store.TxStore { return newTestTxStore(t) })
+	})
+	t.Run("Store steps", func(t *testing.T) {
+		storetest.RunSteps(t, func(t *testing.T) store.StepStore { return newTestStore(t) })
 	})
 }
 
