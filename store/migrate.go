@@ -5,16 +5,22 @@ import (
 	"crypto/rand"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 )
 
 // Migration is the Store an application runs while it moves from one store
-// (old) to another (new), built by Migrate. Claims live in the new store
-// only: a claim first looks the key up in the old one, so that a key in
-// flight there stays in flight and a done one is answered from there and
-// copied over. docs/migrating.md says what it guarantees and what not.
+// (old) to another (new), built by Migrate. A claim looks the key up in the
+// old store first: a key in flight there stays in flight, and a done one is
+// answered from there and copied over. Otherwise the key is claimed in the
+// new store, and marked in the old one under the same token, so that
+// workers still running on the old store alone see it in flight, then
+// done. docs/migrating.md says what it guarantees and what not.
 type Migration struct {
 	old, new Admin
+	// markers holds the old store's fence of each claim's marker, by
+	// markerKey, from the claim until its Complete or Release.
+	markers sync.Map
 }
 
 var (
@@ -42,67 +48,78 @@ func Migrate(old, new Admin) Admin {
 	return m
 }
 
-// Claim implements Store. A key live in the old store is not claimed: its
-// record there is returned (in flight, or done and first copied into the
-// new store). Otherwise the key is claimed in the new store, and the old
-// one is looked at again (see recheck).
+// Claim implements Store. A key done in the old store is not claimed: its
+// record there is returned, copied into the new store first. A key in
+// flight there is not claimed either unless the lease is the caller's (a
+// claim sent again). Otherwise the key is claimed in the new store and
+// marked in the old one (see mark); the lease and fence are the new
+// store's.
 func (m *Migration) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (Record, bool, error) {
 	if token == "" {
 		return Record{}, false, ErrEmptyToken
 	}
-	if rec, found, err := m.oldRecord(ctx, key, fingerprint); err != nil || found {
-		return rec, false, err
+	old, found, err := m.oldRecord(ctx, key, fingerprint)
+	switch {
+	case err != nil || found && old.State != StateInFlight:
+		return old, false, err
+	case found:
+		if rec, mine, err := m.inFlightInOld(ctx, key, fingerprint, token, lease); err != nil || !mine {
+			return rec, false, err
+		}
 	}
 	rec, claimed, err := m.new.Claim(ctx, key, fingerprint, token, lease)
 	if err != nil || !claimed {
 		return rec, claimed, err
 	}
-	return m.recheck(ctx, key, fingerprint, rec, func(ctx context.Context) error {
+	return m.mark(ctx, key, fingerprint, lease, rec, func(ctx context.Context) error {
 		return m.new.Release(ctx, key, rec.Owner)
 	})
 }
 
-// recheck looks at key in the old store again after the new store gave
-// claimed to the caller. A record found there now was written by a worker
-// still running on the old store alone (one found before would have been
-// found by the first look): the claim is undone with undo and that record
-// returned, unclaimed. Otherwise claimed is returned as it is.
-func (m *Migration) recheck(ctx context.Context, key, fingerprint string, claimed Record,
-	undo func(context.Context) error,
-) (Record, bool, error) {
-	rec, found, err := m.oldRecord(ctx, key, fingerprint)
-	if err == nil && !found {
-		return claimed, true, nil
+// inFlightInOld reports whether key, in flight in the old store, is so
+// under the caller's own marker (a claim sent again), which it then
+// claims again. Otherwise it returns the record that answers the caller:
+// the new store's if done there (the marker outlived its claim, whose
+// Complete could not reach the old store), else the old store's.
+func (m *Migration) inFlightInOld(ctx context.Context, key, fingerprint, token string, lease time.Duration) (Record, bool, error) {
+	old, mine, err := m.old.Claim(ctx, key, fingerprint, token, lease)
+	if err != nil || mine {
+		return Record{}, mine, err
 	}
-	if undoErr := undo(ctx); undoErr != nil && err == nil {
-		err = fmt.Errorf("store: migrate: undo the new store's claim: %w", undoErr)
+	rec, found, err := m.new.Inspect(ctx, HashKey(key))
+	if err != nil || found && rec.State != StateInFlight {
+		return rec, false, err
 	}
-	return rec, false, err
+	return m.oldView(old, fingerprint), false, nil
 }
 
 // oldRecord returns key's live record in the old store, found false if it
 // has none. A done record is copied into the new store before it is
 // returned, so that the old store can be dropped once it holds no record
-// the new one lacks. An in-flight record without a fingerprint (held by an
-// open transaction, whose row cannot be seen) is given the caller's, as a
-// TxStore's Claim reports it.
+// the new one lacks.
 func (m *Migration) oldRecord(ctx context.Context, key, fingerprint string) (Record, bool, error) {
 	rec, found, err := m.old.Inspect(ctx, HashKey(key))
 	if err != nil {
 		return Record{}, false, fmt.Errorf("store: migrate: look in the old store: %w", err)
 	}
-	switch {
-	case !found:
-		return Record{}, false, nil
-	case rec.State == StateInFlight && rec.Fingerprint == "":
-		rec.Fingerprint = fingerprint
-	case rec.State != StateInFlight:
+	if found && rec.State != StateInFlight {
 		if err := m.copyDone(ctx, key, rec); err != nil {
 			return Record{}, false, err
 		}
 	}
+	return m.oldView(rec, fingerprint), found, nil
+}
+
+// oldView returns rec, read from the old store, as a losing Claim returns
+// it: without the owner's token, and an in-flight record without a
+// fingerprint (held by an open transaction, whose row cannot be seen)
+// with the caller's, as a TxStore's Claim reports it.
+func (*Migration) oldView(rec Record, fingerprint string) Record {
+	if rec.State == StateInFlight && rec.Fingerprint == "" {
+		rec.Fingerprint = fingerprint
+	}
 	rec.Owner.Token = ""
-	return rec, true, nil
+	return rec
 }
 
 // copyLease is the lease of a copy's claim, which needs to outlast only
@@ -111,10 +128,10 @@ const copyLease = 10 * time.Second
 
 // copyDone puts rec, a done record of key read from the old store, into
 // the new store for the retention it has left, unless the new store holds
-// key already (copied by another worker, or being copied). The copy is
-// claimed under a token of its own and completed at once; a failed copy
-// is an error, so that the caller is answered 503 and retries rather than
-// leave a record behind that only the old store holds.
+// key already (copied by another worker, being copied, or done there). The
+// copy is claimed under a token of its own and completed at once; a failed
+// copy is an error, so that the caller is answered 503 and retries rather
+// than leave a record behind that only the old store holds.
 func (m *Migration) copyDone(ctx context.Context, key string, rec Record) error {
 	if rec.TTL <= 0 {
 		return nil
@@ -134,17 +151,34 @@ func (m *Migration) copyDone(ctx context.Context, key string, rec Record) error 
 	return nil
 }
 
-// Renew implements Store: the lease is the new store's.
+// Renew implements Store: it renews the new store's lease, then the
+// marker's.
 func (m *Migration) Renew(ctx context.Context, key string, owner Lease, lease time.Duration) error {
-	return m.new.Renew(ctx, key, owner, lease)
+	if err := m.new.Renew(ctx, key, owner, lease); err != nil {
+		return err
+	}
+	if marker, ok := m.marker(key, owner); ok {
+		_ = m.old.Renew(ctx, key, marker, lease) // see markerDone
+	}
+	return nil
 }
 
-// Complete implements Store: the lease is the new store's.
+// Complete implements Store: it completes the new store's record, then
+// the marker with the same response.
 func (m *Migration) Complete(ctx context.Context, key string, owner Lease, resp *Response, retention time.Duration) error {
-	return m.new.Complete(ctx, key, owner, resp, retention)
+	err := m.new.Complete(ctx, key, owner, resp, retention)
+	m.markerDone(key, owner, err, func(marker Lease) error {
+		return m.old.Complete(ctx, key, marker, resp, retention)
+	})
+	return err
 }
 
-// Release implements Store: the lease is the new store's.
+// Release implements Store: it releases the new store's record, then the
+// marker.
 func (m *Migration) Release(ctx context.Context, key string, owner Lease) error {
-	return m.new.Release(ctx, key, owner)
+	err := m.new.Release(ctx, key, owner)
+	m.markerDone(key, owner, err, func(marker Lease) error {
+		return m.old.Release(ctx, key, marker)
+	})
+	return err
 }

@@ -97,17 +97,19 @@ func TestMigrateOldRecords(t *testing.T) {
 	}
 }
 
-// TestMigrateLeaseGoesToTheNewStore: renewing, completing and releasing a
-// migrating claim act on the new store and leave the old one unchanged,
-// a lapsed lease there included.
-func TestMigrateLeaseGoesToTheNewStore(t *testing.T) {
+// TestMigrateLeaseOps: a migrating claim of a key whose old lease lapsed
+// is the new store's, marked in the old store (taking the lapsed record
+// over there, so that the old store's fence grows); renewing, completing
+// and releasing it act on both.
+func TestMigrateLeaseOps(t *testing.T) {
 	t.Parallel()
 	resp := &store.Response{Status: 201, Body: []byte("done")}
 	cases := []struct {
 		name string
 		end  func(ctx context.Context, s store.Store, owner store.Lease) error
-		// wantState is the new store's record after end; 0 means none.
-		wantState store.State
+		// want is the state of both stores' records after end; 0 means
+		// none.
+		want store.State
 	}{
 		{"complete", func(ctx context.Context, s store.Store, owner store.Lease) error {
 			return s.Complete(ctx, "k", owner, resp, retention)
@@ -128,21 +130,44 @@ func TestMigrateLeaseGoesToTheNewStore(t *testing.T) {
 			rec, claimed, err := m.Claim(t.Context(), "k", "fp-k", rand.Text(), short)
 			require.NoError(t, err)
 			require.True(t, claimed)
+			marker, found, err := old.Inspect(t.Context(), store.HashKey("k"))
+			require.NoError(t, err)
+			require.True(t, found, "the claim is marked in the old store")
+			require.Greater(t, marker.Owner.Fence, dead.Fence, "the marker took the lapsed lease over")
 			require.NoError(t, tc.end(t.Context(), m, rec.Owner))
 
-			got, found, err := new.Inspect(t.Context(), store.HashKey("k"))
-			require.NoError(t, err)
-			require.Equal(t, tc.wantState != 0, found)
-			require.Equal(t, tc.wantState, got.State)
-			if tc.wantState == store.StateInFlight {
-				require.Greater(t, got.TTL, short, "the renewal reached the new store")
+			for name, s := range map[string]*store.Memory{"new": new, "old": old} {
+				got, found, err := s.Inspect(t.Context(), store.HashKey("k"))
+				require.NoError(t, err)
+				require.Equal(t, tc.want != 0, found, "the %s store holds a record", name)
+				require.Equal(t, tc.want, got.State, "the %s store's record", name)
+				switch tc.want {
+				case store.StateInFlight:
+					require.Greater(t, got.TTL, short, "the renewal reached the %s store", name)
+				case store.StateCompleted:
+					require.Equal(t, resp.Body, got.Response.Body, "the %s store's response", name)
+				}
 			}
-			require.ErrorIs(t, old.Renew(t.Context(), "k", store.Lease{Token: rand.Text(), Fence: dead.Fence}, lease), store.ErrNotOwner)
-			_, found, err = old.Inspect(t.Context(), store.HashKey("k"))
-			require.NoError(t, err)
-			require.False(t, found, "the old store's lapsed record is left as it was")
 		})
 	}
+}
+
+// TestMigrateStaleMarker: a marker left in flight in the old store after
+// its claim completed in the new store (the old store did not get the
+// Complete) does not hold the key off: duplicates replay the new store's
+// record.
+func TestMigrateStaleMarker(t *testing.T) {
+	t.Parallel()
+	m, old, new := migration()
+	ctx := t.Context()
+	owner := mustClaim(t, new, "k", lease)
+	require.NoError(t, new.Complete(ctx, "k", owner, &store.Response{Status: 201, Body: []byte("done")}, retention))
+	mustClaim(t, old, "k", lease)
+	rec, claimed, err := m.Claim(ctx, "k", "fp-k", rand.Text(), lease)
+	require.NoError(t, err)
+	require.False(t, claimed)
+	require.Equal(t, store.StateCompleted, rec.State)
+	require.Equal(t, "done", string(rec.Response.Body))
 }
 
 // TestMigrateRacesRunOnce: workers racing for one key through two
@@ -218,11 +243,11 @@ func (w oldWriter) Claim(ctx context.Context, key, fingerprint, token string, le
 	return w.Memory.Claim(ctx, key, fingerprint, token, lease)
 }
 
-// TestMigrateRecheck: a key an old-version worker claims in the old store
-// after the migrating claim looked there, but before it claimed in the new
-// store, loses the migrating claim (the old writer's record is returned)
+// TestMigrateOldWriterFirst: a key an old-version worker claims in the old
+// store after the migrating claim looked there, but before it marked it
+// there, loses the migrating claim (the old writer's record is returned)
 // and leaves the new store without a record.
-func TestMigrateRecheck(t *testing.T) {
+func TestMigrateOldWriterFirst(t *testing.T) {
 	t.Parallel()
 	old, new := store.NewMemory(), store.NewMemory()
 	m := store.Migrate(old, oldWriter{Memory: new, old: old})
@@ -234,6 +259,27 @@ func TestMigrateRecheck(t *testing.T) {
 	_, found, err := new.Inspect(t.Context(), store.HashKey("k"))
 	require.NoError(t, err)
 	require.False(t, found, "the new store's claim is undone")
+}
+
+// TestMigrateOldWritersSeeTheClaim: a worker still running on the old
+// store alone finds a migrating claim's key in flight, then replays its
+// response.
+func TestMigrateOldWritersSeeTheClaim(t *testing.T) {
+	t.Parallel()
+	m, old, _ := migration()
+	ctx := t.Context()
+	rec, claimed, err := m.Claim(ctx, "k", "fp-k", rand.Text(), lease)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	got, claimed := claim(t, old, "k", lease)
+	require.False(t, claimed, "the old store holds the key")
+	require.Equal(t, store.StateInFlight, got.State)
+
+	require.NoError(t, m.Complete(ctx, "k", rec.Owner, &store.Response{Status: 201, Body: []byte("paid")}, retention))
+	got, claimed = claim(t, old, "k", lease)
+	require.False(t, claimed)
+	require.Equal(t, store.StateCompleted, got.State)
+	require.Equal(t, "paid", string(got.Response.Body))
 }
 
 // TestMigrateAdmin: Inspect and Find see the records of both stores, the
