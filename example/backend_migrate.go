@@ -47,11 +47,11 @@ func openMigrating(ctx context.Context, cfg config) (store.Store, ledger, func()
 		closeFrom()
 		closeTo()
 	}
-	old, okFrom := from.(store.Admin)
-	new, okTo := to.(store.Admin)
+	fromAdmin, okFrom := from.(store.Admin)
+	toAdmin, okTo := to.(store.Admin)
 	if !okFrom || !okTo {
 		closeBoth()
 		return nil, nil, nil, fmt.Errorf("-migrate-from %s to -store %s: both stores must be store.Admins", cfg.migrateFrom, cfg.store)
 	}
-	return store.Migrate(old, new), led, closeBoth, nil
+	return store.Migrate(fromAdmin, toAdmin), led, closeBoth, nil
 }

@@ -17,7 +17,7 @@ import (
 // workers still running on the old store alone see it in flight, then
 // done. docs/migrating.md says what it guarantees and what not.
 type Migration struct {
-	old, new Admin
+	from, to Admin // the old store and the new one
 	// markers holds the old store's fence of each claim's marker, by
 	// markerKey, from the claim until its Complete or Release.
 	markers sync.Map
@@ -29,20 +29,20 @@ var (
 	_ Watcher = (*Migration)(nil)
 )
 
-// Migrate returns the store to run while moving from old to new: a
-// *TxMigration when new is a TxStore (so the middleware keeps its
-// transactional mode), else a *Migration. Both stores must be Admins, for
-// the old one is read by HashKey. It panics if either is nil or both are
-// one store.
-func Migrate(old, new Admin) Admin {
-	if old == nil || new == nil {
+// Migrate returns the store to run while moving from the store from to the
+// store to: a *TxMigration when to is a TxStore (so the middleware keeps
+// its transactional mode), else a *Migration. Both stores must be Admins,
+// for from is read by HashKey. It panics if either is nil or both are one
+// store.
+func Migrate(from, to Admin) Admin {
+	if from == nil || to == nil {
 		panic("store: Migrate expects two stores, got nil")
 	}
-	if t := reflect.TypeOf(old); t == reflect.TypeOf(new) && t.Comparable() && old == new {
+	if t := reflect.TypeOf(from); t == reflect.TypeOf(to) && t.Comparable() && from == to {
 		panic("store: Migrate expects two different stores, got one store twice")
 	}
-	m := &Migration{old: old, new: new}
-	if tx, ok := new.(TxStore); ok {
+	m := &Migration{from: from, to: to}
+	if tx, ok := to.(TxStore); ok {
 		return &TxMigration{Migration: m, tx: tx}
 	}
 	return m
@@ -67,12 +67,12 @@ func (m *Migration) Claim(ctx context.Context, key, fingerprint, token string, l
 			return rec, false, err
 		}
 	}
-	rec, claimed, err := m.new.Claim(ctx, key, fingerprint, token, lease)
+	rec, claimed, err := m.to.Claim(ctx, key, fingerprint, token, lease)
 	if err != nil || !claimed {
 		return rec, claimed, err
 	}
 	return m.mark(ctx, key, fingerprint, lease, rec, func(ctx context.Context) error {
-		return m.new.Release(ctx, key, rec.Owner)
+		return m.to.Release(ctx, key, rec.Owner)
 	})
 }
 
@@ -82,11 +82,11 @@ func (m *Migration) Claim(ctx context.Context, key, fingerprint, token string, l
 // the new store's if done there (the marker outlived its claim, whose
 // Complete could not reach the old store), else the old store's.
 func (m *Migration) inFlightInOld(ctx context.Context, key, fingerprint, token string, lease time.Duration) (Record, bool, error) {
-	old, mine, err := m.old.Claim(ctx, key, fingerprint, token, lease)
+	old, mine, err := m.from.Claim(ctx, key, fingerprint, token, lease)
 	if err != nil || mine {
 		return Record{}, mine, err
 	}
-	rec, found, err := m.new.Inspect(ctx, HashKey(key))
+	rec, found, err := m.to.Inspect(ctx, HashKey(key))
 	if err != nil || found && rec.State != StateInFlight {
 		return rec, false, err
 	}
@@ -98,7 +98,7 @@ func (m *Migration) inFlightInOld(ctx context.Context, key, fingerprint, token s
 // returned, so that the old store can be dropped once it holds no record
 // the new one lacks.
 func (m *Migration) oldRecord(ctx context.Context, key, fingerprint string) (Record, bool, error) {
-	rec, found, err := m.old.Inspect(ctx, HashKey(key))
+	rec, found, err := m.from.Inspect(ctx, HashKey(key))
 	if err != nil {
 		return Record{}, false, fmt.Errorf("store: migrate: look in the old store: %w", err)
 	}
@@ -136,16 +136,16 @@ func (m *Migration) copyDone(ctx context.Context, key string, rec Record) error 
 	if rec.TTL <= 0 {
 		return nil
 	}
-	copied, claimed, err := m.new.Claim(ctx, key, rec.Fingerprint, rand.Text(), copyLease)
+	copied, claimed, err := m.to.Claim(ctx, key, rec.Fingerprint, rand.Text(), copyLease)
 	if err != nil {
 		return fmt.Errorf("store: migrate: copy into the new store: %w", err)
 	}
 	if !claimed {
 		return nil
 	}
-	if err := m.new.Complete(ctx, key, copied.Owner, rec.Response, rec.TTL); err != nil {
+	if err := m.to.Complete(ctx, key, copied.Owner, rec.Response, rec.TTL); err != nil {
 		// Left in flight, the copy would hold the key off for a lease.
-		_ = m.new.Release(ctx, key, copied.Owner)
+		_ = m.to.Release(ctx, key, copied.Owner)
 		return fmt.Errorf("store: migrate: copy into the new store: %w", err)
 	}
 	return nil
@@ -154,11 +154,11 @@ func (m *Migration) copyDone(ctx context.Context, key string, rec Record) error 
 // Renew implements Store: it renews the new store's lease, then the
 // marker's.
 func (m *Migration) Renew(ctx context.Context, key string, owner Lease, lease time.Duration) error {
-	if err := m.new.Renew(ctx, key, owner, lease); err != nil {
+	if err := m.to.Renew(ctx, key, owner, lease); err != nil {
 		return err
 	}
 	if marker, ok := m.marker(key, owner); ok {
-		_ = m.old.Renew(ctx, key, marker, lease) // see markerDone
+		_ = m.from.Renew(ctx, key, marker, lease) // see markerDone
 	}
 	return nil
 }
@@ -166,9 +166,9 @@ func (m *Migration) Renew(ctx context.Context, key string, owner Lease, lease ti
 // Complete implements Store: it completes the new store's record, then
 // the marker with the same response.
 func (m *Migration) Complete(ctx context.Context, key string, owner Lease, resp *Response, retention time.Duration) error {
-	err := m.new.Complete(ctx, key, owner, resp, retention)
+	err := m.to.Complete(ctx, key, owner, resp, retention)
 	m.markerDone(key, owner, err, func(marker Lease) error {
-		return m.old.Complete(ctx, key, marker, resp, retention)
+		return m.from.Complete(ctx, key, marker, resp, retention)
 	})
 	return err
 }
@@ -176,9 +176,9 @@ func (m *Migration) Complete(ctx context.Context, key string, owner Lease, resp 
 // Release implements Store: it releases the new store's record, then the
 // marker.
 func (m *Migration) Release(ctx context.Context, key string, owner Lease) error {
-	err := m.new.Release(ctx, key, owner)
+	err := m.to.Release(ctx, key, owner)
 	m.markerDone(key, owner, err, func(marker Lease) error {
-		return m.old.Release(ctx, key, marker)
+		return m.from.Release(ctx, key, marker)
 	})
 	return err
 }

@@ -8,29 +8,29 @@ import (
 
 // Inspect implements Admin: the new store's record, else the old one's.
 func (m *Migration) Inspect(ctx context.Context, hash string) (Record, bool, error) {
-	rec, found, err := m.new.Inspect(ctx, hash)
+	rec, found, err := m.to.Inspect(ctx, hash)
 	if err != nil || found {
 		return rec, found, err
 	}
-	return m.old.Inspect(ctx, hash)
+	return m.from.Inspect(ctx, hash)
 }
 
 // Delete implements Admin in both stores, the old one first: a record
 // either holds under a live lease is refused with ErrLeaseLive unless
 // force is set, and deleted reports whether either had one.
 func (m *Migration) Delete(ctx context.Context, hash string, force bool) (bool, error) {
-	inOld, err := m.old.Delete(ctx, hash, force)
+	inOld, err := m.from.Delete(ctx, hash, force)
 	if err != nil {
 		return false, err
 	}
-	inNew, err := m.new.Delete(ctx, hash, force)
+	inNew, err := m.to.Delete(ctx, hash, force)
 	return inOld || inNew, err
 }
 
 // Find implements Admin: the new store's hashes, then the old one's that
 // the new store lacks, at most limit in all.
 func (m *Migration) Find(ctx context.Context, prefix string, limit int) ([]string, error) {
-	found, err := m.new.Find(ctx, prefix, limit)
+	found, err := m.to.Find(ctx, prefix, limit)
 	if err != nil || len(found) >= limit {
 		return found, err
 	}
@@ -38,7 +38,7 @@ func (m *Migration) Find(ctx context.Context, prefix string, limit int) ([]strin
 	for _, hash := range found {
 		seen[hash] = true
 	}
-	old, err := m.old.Find(ctx, prefix, limit)
+	old, err := m.from.Find(ctx, prefix, limit)
 	for _, hash := range old {
 		if len(found) < limit && !seen[hash] {
 			found = append(found, hash)
@@ -54,7 +54,7 @@ func (m *Migration) Ping(ctx context.Context) error {
 	for _, s := range []struct {
 		name string
 		s    Store
-	}{{"old", m.old}, {"new", m.new}} {
+	}{{"old", m.from}, {"new", m.to}} {
 		if p, ok := s.s.(Pinger); ok {
 			if err := p.Ping(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("store: migrate: the %s store: %w", s.name, err))

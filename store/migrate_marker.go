@@ -17,7 +17,7 @@ import (
 func (m *Migration) mark(ctx context.Context, key, fingerprint string, lease time.Duration, claimed Record,
 	undo func(context.Context) error,
 ) (Record, bool, error) {
-	rec, held, err := m.old.Claim(ctx, key, fingerprint, claimed.Owner.Token, lease)
+	rec, held, err := m.from.Claim(ctx, key, fingerprint, claimed.Owner.Token, lease)
 	if err == nil && held {
 		m.markers.Store(markerKey(key, claimed.Owner), rec.Owner.Fence)
 		return claimed, true, nil
@@ -87,13 +87,13 @@ func (t *markedTx) Commit(ctx context.Context, resp *Response, retention time.Du
 	if err := t.Tx.Commit(ctx, resp, retention); err != nil {
 		return err
 	}
-	_ = t.m.old.Complete(ctx, t.key, t.marker, resp, retention) // see markerDone
+	_ = t.m.from.Complete(ctx, t.key, t.marker, resp, retention) // see markerDone
 	return nil
 }
 
 // Rollback implements Tx, releasing the marker.
 func (t *markedTx) Rollback(ctx context.Context) error {
 	err := t.Tx.Rollback(ctx)
-	_ = t.m.old.Release(ctx, t.key, t.marker) // see markerDone
+	_ = t.m.from.Release(ctx, t.key, t.marker) // see markerDone
 	return err
 }

@@ -13,13 +13,13 @@ var errCannotWatch = errors.New("store: migrate: the store holding the key canno
 // Watch implements Watcher: it watches the old store while the key is in
 // flight there, else the new store, each only if it is a Watcher.
 func (m *Migration) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	rec, found, err := m.old.Inspect(ctx, HashKey(key))
+	rec, found, err := m.from.Inspect(ctx, HashKey(key))
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: migrate: look in the old store: %w", err)
 	}
-	var holder Store = m.new
+	var holder Store = m.to
 	if found && rec.State == StateInFlight {
-		holder = m.old
+		holder = m.from
 	}
 	w, ok := holder.(Watcher)
 	if !ok {
