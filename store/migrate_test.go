@@ -172,36 +172,47 @@ func TestMigrateStaleMarker(t *testing.T) {
 
 // TestMigrateRacesRunOnce: workers racing for one key through two
 // migrating stores over the same two stores (two processes in the cut)
-// claim it once in all, whatever the old store holds, and a key done in
-// the old store is replayed to every one of them.
+// and on the old store alone (an old version still deployed) claim it once
+// in all, whatever the old store holds, and a key done in the old store is
+// replayed to every one of them.
 func TestMigrateRacesRunOnce(t *testing.T) {
 	t.Parallel()
-	const racers, rounds = 16, 50
+	const racers, rounds = 24, 50
 	cases := []struct {
 		name       string
 		prepare    func(t *testing.T, old *store.Memory, key string)
+		lapse      bool // sleep past a short lease after preparing
 		wantWinner bool
+		wantReplay bool
 	}{
-		{"missing", func(*testing.T, *store.Memory, string) {}, true},
+		{"missing", func(*testing.T, *store.Memory, string) {}, false, true, false},
 		{"completed in the old store", func(t *testing.T, old *store.Memory, key string) {
 			resp := &store.Response{Status: 201, Body: []byte(key)}
 			require.NoError(t, old.Complete(t.Context(), key, mustClaim(t, old, key, lease), resp, retention))
-		}, false},
+		}, false, false, true},
 		{"in flight in the old store", func(t *testing.T, old *store.Memory, key string) {
 			mustClaim(t, old, key, lease)
-		}, false},
+		}, false, false, false},
+		{"lapsed in the old store", func(t *testing.T, old *store.Memory, key string) {
+			mustClaim(t, old, key, short)
+		}, true, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			old, new := store.NewMemory(), store.NewMemory()
-			workers := []store.Store{store.Migrate(old, new), store.Migrate(old, new)}
+			workers := []store.Store{store.Migrate(old, new), store.Migrate(old, new), old}
+			for round := range rounds {
+				tc.prepare(t, old, fmt.Sprint("k", round))
+			}
+			if tc.lapse {
+				time.Sleep(pastShort)
+			}
 			for round := range rounds {
 				key := fmt.Sprint("k", round)
-				tc.prepare(t, old, key)
 				var won, replayed atomic.Int32
 				storetest.Together(racers, func(i int) {
-					rec, claimed, err := workers[i%2].Claim(t.Context(), key, "fp-"+key, rand.Text(), lease)
+					rec, claimed, err := workers[i%len(workers)].Claim(t.Context(), key, "fp-"+key, rand.Text(), lease)
 					require.NoError(t, err)
 					switch {
 					case claimed:
@@ -216,7 +227,7 @@ func TestMigrateRacesRunOnce(t *testing.T) {
 				} else {
 					require.Zero(t, won.Load(), "claims of %q won", key)
 				}
-				if tc.name == "completed in the old store" {
+				if tc.wantReplay {
 					require.Equal(t, int32(racers), replayed.Load())
 					copied, found, err := new.Inspect(t.Context(), store.HashKey(key))
 					require.NoError(t, err)
