@@ -53,7 +53,11 @@ const backendTimeout = 30 * time.Second
 func openBackend(ctx context.Context, cfg config, timeout time.Duration) (store.Store, ledger, func(), error) {
 	octx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	st, led, closeBackend, err := openers[cfg.store](octx, cfg)
+	open := openers[cfg.store]
+	if cfg.migrateFrom != "" {
+		open = openMigrating
+	}
+	st, led, closeBackend, err := open(octx, cfg)
 	if err != nil && ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {
 		return nil, nil, nil, fmt.Errorf("the %s backend did not answer within %v: %w", cfg.store, timeout, err)
 	}

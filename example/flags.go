@@ -29,6 +29,7 @@ type config struct {
 	mysqlTx        bool
 	webhookSecret  []byte // nil: no -webhook-secret
 	sqliteTx       bool
+	migrateFrom    string // the store being moved from; "" for none
 }
 
 // parseFlags reads the command line. getenv supplies the defaults of
@@ -63,6 +64,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 		return nil
 	})
 	fs.BoolVar(&c.sqliteTx, "sqlite-tx", true, "with -store sqlite, write each payment in the transaction of its idempotency record, in the same file (false: the plain SQLite store)")
+	fs.StringVar(&c.migrateFrom, "migrate-from", "", "while moving to -store from this store (sqlite, redis, postgres or mysql, opened from the same flags): look every key up there first, replaying and copying what it holds (docs/migrating.md)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -77,6 +79,9 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	}
 	if _, ok := openers[c.store]; !ok {
 		return config{}, fmt.Errorf("-store %q: want memory, sqlite, redis, postgres or mysql", c.store)
+	}
+	if err := checkMigrateFrom(c); err != nil {
+		return config{}, err
 	}
 	if c.delay < 0 || c.lease <= 0 {
 		return config{}, fmt.Errorf("-delay must be 0 or more and -lease above 0")

@@ -5,6 +5,7 @@
 //
 //	go run ./example
 //	go run ./example -store redis -workers 4
+//	go run ./example -store postgres -migrate-from redis -workers 4
 //
 // Run it with -h for every flag.
 package main

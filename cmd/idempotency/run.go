@@ -23,6 +23,9 @@ const (
 // its JSON to stdout and its errors to stderr, and returns the exit
 // status.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "migrate" {
+		return runMigrate(args[1:], stdout, stderr)
+	}
 	c, err := parseCommand(args, stderr)
 	if err != nil {
 		return exitUsage
