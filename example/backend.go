@@ -17,8 +17,9 @@ type payment struct {
 }
 
 // ledger keeps the payments the service has made, each for the account
-// that made it, and the webhook events it has processed. With a shared store it lives in that same backend, so every
-// worker process sees every payment.
+// that made it, the webhook events it has processed and the calls its fake
+// provider received. With a shared store it lives in that same backend, so
+// every worker process sees every payment.
 type ledger interface {
 	// Create records a new payment of account under an id from
 	// newPaymentID, unique across processes, and returns it. ref names the
@@ -29,13 +30,33 @@ type ledger interface {
 	// List returns account's payments, oldest first; an account without
 	// any gives an empty slice. It never returns another account's.
 	List(ctx context.Context, account string) ([]payment, error)
-	// CountEvent records one processing of the webhook event id and
-	// returns how many times it has been processed, this one included.
-	CountEvent(ctx context.Context, id string) (int, error)
-	// Events returns every processed event with its count, ordered by id;
+	// Count records one more sighting of id in t and returns how many
+	// times t has seen it, this one included.
+	Count(ctx context.Context, t tally, id string) (int, error)
+	// Counts returns every id t has seen with its count, ordered by id;
 	// none gives an empty slice.
-	Events(ctx context.Context) ([]eventCount, error)
+	Counts(ctx context.Context, t tally) ([]eventCount, error)
 }
+
+// tally is one of the ledger's tables of counts: how many times each id
+// was seen. Its name is the SQL table and, under "example:", the Redis
+// hash.
+type tally struct {
+	name string
+	// inRequest: in transactional mode the count joins the request's
+	// transaction, so it commits only with the request's record. A
+	// tally of another system (the fake provider) is counted on its
+	// own, as that system would.
+	inRequest bool
+}
+
+var (
+	// webhookEvents counts each webhook event's processings.
+	webhookEvents = tally{name: "webhook_events", inRequest: true}
+	// providerCharges counts the calls the fake provider received for
+	// each Idempotency-Key.
+	providerCharges = tally{name: "provider_charges"}
+)
 
 // opener opens one -store backend. It returns the idempotency store, the
 // ledger, and a function that releases what it opened. Each backend's opener lives in its

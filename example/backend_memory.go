@@ -16,13 +16,13 @@ func openMemory(context.Context, config) (store.Store, ledger, func(), error) {
 }
 
 // memoryLedger is a ledger for one process: each account's payments, in
-// the order they were made, every payment by its ref, and each event's
-// count.
+// the order they were made, every payment by its ref, and each tally's
+// counts.
 type memoryLedger struct {
 	mu       sync.Mutex
 	payments map[string][]payment
 	refs     map[string]payment
-	events   map[string]int
+	counts   map[tally]map[string]int
 }
 
 func (l *memoryLedger) Create(_ context.Context, ref, account string, amount int, currency string) (payment, error) {
@@ -46,22 +46,25 @@ func (l *memoryLedger) List(_ context.Context, account string) ([]payment, error
 	return append([]payment{}, l.payments[account]...), nil
 }
 
-func (l *memoryLedger) CountEvent(_ context.Context, id string) (int, error) {
+func (l *memoryLedger) Count(_ context.Context, t tally, id string) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.events == nil {
-		l.events = make(map[string]int)
+	if l.counts == nil {
+		l.counts = make(map[tally]map[string]int)
 	}
-	l.events[id]++
-	return l.events[id], nil
+	if l.counts[t] == nil {
+		l.counts[t] = make(map[string]int)
+	}
+	l.counts[t][id]++
+	return l.counts[t][id], nil
 }
 
-func (l *memoryLedger) Events(context.Context) ([]eventCount, error) {
+func (l *memoryLedger) Counts(_ context.Context, t tally) ([]eventCount, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	events := []eventCount{}
-	for _, id := range slices.Sorted(maps.Keys(l.events)) {
-		events = append(events, eventCount{ID: id, Count: l.events[id]})
+	counts := []eventCount{}
+	for _, id := range slices.Sorted(maps.Keys(l.counts[t])) {
+		counts = append(counts, eventCount{ID: id, Count: l.counts[t][id]})
 	}
-	return events, nil
+	return counts, nil
 }

@@ -27,10 +27,10 @@ CREATE TABLE IF NOT EXISTS payments (
     KEY payments_account (account, created_at, id)
 ) ENGINE = InnoDB`
 
-// mysqlEventsSchema is the table of processed webhook events and their
-// counts.
-const mysqlEventsSchema = `
-CREATE TABLE IF NOT EXISTS webhook_events (
+// mysqlTallySchema is the table of one tally, each id's count; %s is its
+// name.
+const mysqlTallySchema = `
+CREATE TABLE IF NOT EXISTS %s (
     id    VARCHAR(255) NOT NULL PRIMARY KEY,
     count INT          NOT NULL
 ) ENGINE = InnoDB`
@@ -81,7 +81,7 @@ func migrateMySQL(ctx context.Context, db *sql.DB, st *mysqlstore.Store) error {
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
-	for _, schema := range []string{mysqlPaymentsSchema, mysqlEventsSchema} {
+	for _, schema := range []string{mysqlPaymentsSchema, fmt.Sprintf(mysqlTallySchema, webhookEvents.name), fmt.Sprintf(mysqlTallySchema, providerCharges.name)} {
 		if _, err := db.ExecContext(ctx, schema); err != nil {
 			return fmt.Errorf("creating the ledger's tables: %w", err)
 		}
@@ -101,13 +101,13 @@ type mysqlWriter interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }
 
-// writer returns what the ledger writes through: in transactional mode the
-// request's transaction (see mysqlstore.Tx), so that a write commits only
-// with the request's idempotency record, and a request without one (which
-// did not pass the middleware) is refused: its write would be unprotected.
-// Otherwise the pool.
-func (l *mysqlLedger) writer(ctx context.Context) (mysqlWriter, error) {
-	if !l.inTx {
+// writer returns what the ledger writes through: in transactional mode, for
+// a write inRequest, the request's transaction (see mysqlstore.Tx), so that
+// a write commits only with the request's idempotency record, and a request
+// without one (which did not pass the middleware) is refused: its write
+// would be unprotected. Otherwise the pool.
+func (l *mysqlLedger) writer(ctx context.Context, inRequest bool) (mysqlWriter, error) {
+	if !l.inTx || !inRequest {
 		return l.db, nil
 	}
 	tx, ok := mysqlstore.Tx(ctx)
@@ -119,7 +119,7 @@ func (l *mysqlLedger) writer(ctx context.Context) (mysqlWriter, error) {
 
 // Create inserts the payment unless ref has one, and returns ref's payment.
 func (l *mysqlLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
-	db, err := l.writer(ctx)
+	db, err := l.writer(ctx, true)
 	if err != nil {
 		return payment{}, fmt.Errorf("recording payment: %w", err)
 	}
@@ -143,29 +143,26 @@ func (l *mysqlLedger) List(ctx context.Context, account string) ([]payment, erro
 	return payments, nil
 }
 
-// CountEvent counts in one statement: LAST_INSERT_ID(expr) hands the row's
-// new count back as the result's insert id.
-func (l *mysqlLedger) CountEvent(ctx context.Context, id string) (int, error) {
-	db, err := l.writer(ctx)
+// Count counts in one statement: LAST_INSERT_ID(expr) hands the row's new
+// count back as the result's insert id. The statement is built from t's
+// name, one of the tallies, never from input.
+func (l *mysqlLedger) Count(ctx context.Context, t tally, id string) (int, error) {
+	db, err := l.writer(ctx, t.inRequest)
 	if err != nil {
-		return 0, fmt.Errorf("counting event: %w", err)
+		return 0, fmt.Errorf("counting in %s: %w", t.name, err)
 	}
-	res, err := db.ExecContext(ctx, `INSERT INTO webhook_events (id, count) VALUES (?, LAST_INSERT_ID(1))
+	res, err := db.ExecContext(ctx, `INSERT INTO `+t.name+` (id, count) VALUES (?, LAST_INSERT_ID(1))
 ON DUPLICATE KEY UPDATE count = LAST_INSERT_ID(count + 1)`, id)
 	var count int64
 	if err == nil {
 		count, err = res.LastInsertId()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("counting event: %w", err)
+		return 0, fmt.Errorf("counting in %s: %w", t.name, err)
 	}
 	return int(count), nil
 }
 
-func (l *mysqlLedger) Events(ctx context.Context) ([]eventCount, error) {
-	events, err := queryAll(ctx, l.db, eventFields, `SELECT id, count FROM webhook_events ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("listing events: %w", err)
-	}
-	return events, nil
+func (l *mysqlLedger) Counts(ctx context.Context, t tally) ([]eventCount, error) {
+	return listTally(ctx, l.db, t)
 }

@@ -16,7 +16,8 @@ import (
 // paymentsSchema is the ledger's tables: payments, with an index for listing one
 // account's payments and a unique ref per payment (Create); a table made
 // before payments had accounts or refs gets the columns, its old rows no
-// account and no ref; and webhook_events, each processed event's count. The idempotency table comes from pgstore's own schema
+// account and no ref; and the tallies webhook_events and provider_charges,
+// each id's count. The idempotency table comes from pgstore's own schema
 // through Migrate.
 const paymentsSchema = `
 CREATE TABLE IF NOT EXISTS payments (
@@ -31,6 +32,10 @@ ALTER TABLE payments ADD COLUMN IF NOT EXISTS ref text;
 CREATE INDEX IF NOT EXISTS payments_account ON payments (account, created_at, id);
 CREATE UNIQUE INDEX IF NOT EXISTS payments_ref ON payments (ref);
 CREATE TABLE IF NOT EXISTS webhook_events (
+    id    text    PRIMARY KEY,
+    count integer NOT NULL
+);
+CREATE TABLE IF NOT EXISTS provider_charges (
     id    text    PRIMARY KEY,
     count integer NOT NULL
 )`
@@ -97,7 +102,7 @@ type postgresLedger struct {
 // Create inserts the payment unless ref has one, and returns ref's payment.
 func (l *postgresLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
-	db, err := l.db(ctx)
+	db, err := l.db(ctx, true)
 	if err == nil {
 		_, err = db.Exec(ctx, `INSERT INTO payments (id, account, amount, currency, ref) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (ref) DO NOTHING`, p.ID, account, p.Amount, p.Currency, ref)
@@ -111,42 +116,44 @@ ON CONFLICT (ref) DO NOTHING`, p.ID, account, p.Amount, p.Currency, ref)
 	return p, nil
 }
 
-func (l *postgresLedger) CountEvent(ctx context.Context, id string) (int, error) {
+// Count builds its statement from t's name, one of the tallies above, never
+// from input.
+func (l *postgresLedger) Count(ctx context.Context, t tally, id string) (int, error) {
 	var count int
-	db, err := l.db(ctx)
+	db, err := l.db(ctx, t.inRequest)
 	if err == nil {
-		err = db.QueryRow(ctx, `INSERT INTO webhook_events (id, count) VALUES ($1, 1)
-ON CONFLICT (id) DO UPDATE SET count = webhook_events.count + 1 RETURNING count`, id).Scan(&count)
+		err = db.QueryRow(ctx, `INSERT INTO `+t.name+` (id, count) VALUES ($1, 1)
+ON CONFLICT (id) DO UPDATE SET count = `+t.name+`.count + 1 RETURNING count`, id).Scan(&count)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("counting event: %w", err)
+		return 0, fmt.Errorf("counting in %s: %w", t.name, err)
 	}
 	return count, nil
 }
 
-func (l *postgresLedger) Events(ctx context.Context) ([]eventCount, error) {
-	rows, err := l.pool.Query(ctx, `SELECT id, count FROM webhook_events ORDER BY id`)
+func (l *postgresLedger) Counts(ctx context.Context, t tally) ([]eventCount, error) {
+	rows, err := l.pool.Query(ctx, `SELECT id, count FROM `+t.name+` ORDER BY id`)
 	if err != nil {
-		return nil, fmt.Errorf("listing events: %w", err)
+		return nil, fmt.Errorf("listing %s: %w", t.name, err)
 	}
-	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[eventCount])
+	counts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[eventCount])
 	if err != nil {
-		return nil, fmt.Errorf("listing events: %w", err)
+		return nil, fmt.Errorf("listing %s: %w", t.name, err)
 	}
-	return append([]eventCount{}, events...), nil // [] for none
+	return append([]eventCount{}, counts...), nil // [] for none
 }
 
-// db returns what the ledger writes through: in transactional mode the
-// request's transaction (see pgstore.Tx), so that a write commits only with
-// the request's idempotency record, and a request without one (which did
-// not pass the middleware) is refused: its write would be unprotected.
-// Otherwise the pool.
-func (l *postgresLedger) db(ctx context.Context) (interface {
+// db returns what the ledger writes through: in transactional mode, for a
+// write inRequest, the request's transaction (see pgstore.Tx), so that a
+// write commits only with the request's idempotency record, and a request
+// without one (which did not pass the middleware) is refused: its write
+// would be unprotected. Otherwise the pool.
+func (l *postgresLedger) db(ctx context.Context, inRequest bool) (interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, error,
 ) {
-	if !l.inTx {
+	if !l.inTx || !inRequest {
 		return l.pool, nil
 	}
 	tx, ok := pgstore.Tx(ctx)

@@ -36,9 +36,9 @@ func paymentsKey(account string) string { return "example:payments:" + account }
 // to the payment's JSON.
 func refsKey(account string) string { return "example:payment-refs:" + account }
 
-// eventsKey is the Redis hash that maps each processed webhook event's id
-// to its count; it expires ledgerTTL after the last event.
-const eventsKey = "example:webhook-events"
+// tallyKey returns the Redis hash that maps each id of t to its count; it
+// expires ledgerTTL after the last count.
+func tallyKey(t tally) string { return "example:" + t.name }
 
 // openRedis keeps records with redisstore (under its default prefix,
 // "idempotency:") and payments in a list per account (paymentsKey, beside
@@ -152,36 +152,36 @@ func (l *redisLedger) Create(ctx context.Context, ref, account string, amount in
 	return p, nil
 }
 
-// countEvent adds one to an event's count and gives the hash ledgerTTL.
-// KEYS[1] eventsKey; ARGV[1] the event's id, ARGV[2] the TTL in ms.
-// Returns the new count.
-var countEvent = redis.NewScript(`
+// countID adds one to an id's count and gives the hash ledgerTTL.
+// KEYS[1] the tally's hash (tallyKey); ARGV[1] the id, ARGV[2] the TTL in
+// ms. Returns the new count.
+var countID = redis.NewScript(`
 local count = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return count`)
 
-func (l *redisLedger) CountEvent(ctx context.Context, id string) (int, error) {
-	count, err := l.runScript(ctx, countEvent, []string{eventsKey}, []any{id, ledgerTTL.Milliseconds()}).Int()
+func (l *redisLedger) Count(ctx context.Context, t tally, id string) (int, error) {
+	count, err := l.runScript(ctx, countID, []string{tallyKey(t)}, []any{id, ledgerTTL.Milliseconds()}).Int()
 	if err != nil {
-		return 0, fmt.Errorf("counting event: %w", err)
+		return 0, fmt.Errorf("counting in %s: %w", t.name, err)
 	}
 	return count, nil
 }
 
-func (l *redisLedger) Events(ctx context.Context) ([]eventCount, error) {
-	counts, err := l.client.HGetAll(ctx, eventsKey).Result()
+func (l *redisLedger) Counts(ctx context.Context, t tally) ([]eventCount, error) {
+	counts, err := l.client.HGetAll(ctx, tallyKey(t)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("listing events: %w", err)
+		return nil, fmt.Errorf("listing %s: %w", t.name, err)
 	}
-	events := []eventCount{}
+	all := []eventCount{}
 	for _, id := range slices.Sorted(maps.Keys(counts)) {
 		n, err := strconv.Atoi(counts[id])
 		if err != nil {
-			return nil, fmt.Errorf("listing events: %s: %w", id, err)
+			return nil, fmt.Errorf("listing %s: %s: %w", t.name, id, err)
 		}
-		events = append(events, eventCount{ID: id, Count: n})
+		all = append(all, eventCount{ID: id, Count: n})
 	}
-	return events, nil
+	return all, nil
 }
 
 // runScript runs script, loading it if the server lacks it, and fails if

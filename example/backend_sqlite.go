@@ -11,8 +11,8 @@ import (
 
 // sqlitePaymentsSchema is the ledger's tables: payments, with an index for
 // listing one account's payments in the order they were made (rowid order),
-// and a unique ref per payment (Create); and webhook_events, each processed
-// event's count. The idempotency table comes from
+// and a unique ref per payment (Create); and the tallies webhook_events and
+// provider_charges, each id's count. The idempotency table comes from
 // sqlitestore's own schema through Migrate.
 const sqlitePaymentsSchema = `
 CREATE TABLE IF NOT EXISTS payments (
@@ -24,6 +24,10 @@ CREATE TABLE IF NOT EXISTS payments (
 );
 CREATE INDEX IF NOT EXISTS payments_account ON payments (account);
 CREATE TABLE IF NOT EXISTS webhook_events (
+    id    TEXT    PRIMARY KEY,
+    count INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS provider_charges (
     id    TEXT    PRIMARY KEY,
     count INTEGER NOT NULL
 )`
@@ -104,12 +108,13 @@ type sqliteLedger struct {
 	inTx bool // payments are written through the request's transaction
 }
 
-// writer returns what the ledger writes through: in transactional mode the
-// request's transaction (see sqlitestore.Tx), so that a write commits only
-// with the request's idempotency record, and a request without one is
-// refused: its write would be unprotected. Otherwise db.
-func (l *sqliteLedger) writer(ctx context.Context) (sqlitestore.Querier, error) {
-	if !l.inTx {
+// writer returns what the ledger writes through: in transactional mode, for
+// a write inRequest, the request's transaction (see sqlitestore.Tx), so
+// that a write commits only with the request's idempotency record, and a
+// request without one is refused: its write would be unprotected.
+// Otherwise db.
+func (l *sqliteLedger) writer(ctx context.Context, inRequest bool) (sqlitestore.Querier, error) {
+	if !l.inTx || !inRequest {
 		return l.db, nil
 	}
 	return sqlitestore.Tx(ctx)
@@ -117,7 +122,7 @@ func (l *sqliteLedger) writer(ctx context.Context) (sqlitestore.Querier, error) 
 
 // Create inserts the payment unless ref has one, and returns ref's payment.
 func (l *sqliteLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
-	db, err := l.writer(ctx)
+	db, err := l.writer(ctx, true)
 	if err != nil {
 		return payment{}, fmt.Errorf("recording payment: %w", err)
 	}
@@ -141,24 +146,22 @@ func (l *sqliteLedger) List(ctx context.Context, account string) ([]payment, err
 	return payments, nil
 }
 
-func (l *sqliteLedger) CountEvent(ctx context.Context, id string) (int, error) {
-	db, err := l.writer(ctx)
+// Count builds its statement from t's name, one of the tallies, never from
+// input.
+func (l *sqliteLedger) Count(ctx context.Context, t tally, id string) (int, error) {
+	db, err := l.writer(ctx, t.inRequest)
 	if err != nil {
-		return 0, fmt.Errorf("counting event: %w", err)
+		return 0, fmt.Errorf("counting in %s: %w", t.name, err)
 	}
 	var count int
-	err = db.QueryRowContext(ctx, `INSERT INTO webhook_events (id, count) VALUES (?, 1)
+	err = db.QueryRowContext(ctx, `INSERT INTO `+t.name+` (id, count) VALUES (?, 1)
 ON CONFLICT (id) DO UPDATE SET count = count + 1 RETURNING count`, id).Scan(&count)
 	if err != nil {
-		return 0, fmt.Errorf("counting event: %w", err)
+		return 0, fmt.Errorf("counting in %s: %w", t.name, err)
 	}
 	return count, nil
 }
 
-func (l *sqliteLedger) Events(ctx context.Context) ([]eventCount, error) {
-	events, err := queryAll(ctx, l.db, eventFields, `SELECT id, count FROM webhook_events ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("listing events: %w", err)
-	}
-	return events, nil
+func (l *sqliteLedger) Counts(ctx context.Context, t tally) ([]eventCount, error) {
+	return listTally(ctx, l.db, t)
 }

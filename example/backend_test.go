@@ -91,33 +91,40 @@ func TestLedgerWriteRepeated(t *testing.T) {
 	}
 }
 
-// TestLedgerCountEvent: each backend counts every processing of an event,
-// many at once included, and lists the events by id.
-func TestLedgerCountEvent(t *testing.T) {
+// TestLedgerCount: each backend counts every sighting of an id in each
+// tally, many at once included, lists a tally's ids in order, and keeps
+// the tallies apart. The provider's tally is counted outside any request,
+// in transactional mode too.
+func TestLedgerCount(t *testing.T) {
 	for _, backend := range []string{"memory", "sqlite", "postgres", "redis", "mysql"} {
 		t.Run(backend, func(t *testing.T) {
 			led, _, _ := ledgerUnderTest(t, backend)
 			ctx := t.Context()
-			empty, err := led.Events(ctx)
-			require.NoError(t, err)
-			require.Equal(t, []eventCount{}, empty)
+			for _, tl := range []tally{webhookEvents, providerCharges} {
+				empty, err := led.Counts(ctx, tl)
+				require.NoError(t, err)
+				require.Equal(t, []eventCount{}, empty, tl.name)
+			}
 			counts := make([]int, 10)
 			var wg sync.WaitGroup
 			for i := range counts {
 				wg.Go(func() {
-					n, err := led.CountEvent(ctx, "evt_b")
+					n, err := led.Count(ctx, providerCharges, "key_b")
 					assert.NoError(t, err)
 					counts[i] = n
 				})
 			}
 			wg.Wait()
-			assert.ElementsMatch(t, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, counts, "each processing counted once")
-			n, err := led.CountEvent(ctx, "evt_a")
+			assert.ElementsMatch(t, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, counts, "each call counted once")
+			n, err := led.Count(ctx, providerCharges, "key_a")
 			require.NoError(t, err)
 			assert.Equal(t, 1, n)
-			events, err := led.Events(ctx)
+			charges, err := led.Counts(ctx, providerCharges)
 			require.NoError(t, err)
-			assert.Equal(t, []eventCount{{ID: "evt_a", Count: 1}, {ID: "evt_b", Count: 10}}, events)
+			assert.Equal(t, []eventCount{{ID: "key_a", Count: 1}, {ID: "key_b", Count: 10}}, charges)
+			events, err := led.Counts(ctx, webhookEvents)
+			require.NoError(t, err)
+			assert.Equal(t, []eventCount{}, events, "a provider's call is no webhook event")
 		})
 	}
 }

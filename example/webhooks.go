@@ -79,7 +79,7 @@ func (a *api) receiveWebhook(w http.ResponseWriter, r *http.Request) {
 			Title: "The event is invalid", Detail: `the body must be a JSON object {"id": string, "type": string, "data": ...}`})
 		return
 	}
-	count, err := a.ledger.CountEvent(r.Context(), event.ID)
+	count, err := a.ledger.Count(r.Context(), webhookEvents, event.ID)
 	if err != nil {
 		a.log.Error("recording an event failed", "err", err)
 		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusInternalServerError,
@@ -94,7 +94,7 @@ func (a *api) receiveWebhook(w http.ResponseWriter, r *http.Request) {
 // listWebhooks answers 200 with every processed event and its count, a
 // JSON array ordered by id.
 func (a *api) listWebhooks(w http.ResponseWriter, r *http.Request) {
-	events, err := a.ledger.Events(r.Context())
+	events, err := a.ledger.Counts(r.Context(), webhookEvents)
 	if err != nil {
 		a.log.Error("listing events failed", "err", err)
 		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusInternalServerError})
