@@ -43,19 +43,21 @@ type ledger interface {
 // hash.
 type tally struct {
 	name string
-	// inRequest: in transactional mode the count joins the request's
-	// transaction, so it commits only with the request's record. A
-	// tally of another system (the fake provider) is counted on its
-	// own, as that system would.
-	inRequest bool
+	// external marks the tally of another system, the fake provider: it
+	// is counted on connections of its own, as that system would count
+	// it, never in a request's transaction nor on the connections the
+	// requests hold (a request waiting for the provider could otherwise
+	// hold the connection the provider waits for). Other tallies join
+	// the request's transaction in transactional mode.
+	external bool
 }
 
 var (
 	// webhookEvents counts each webhook event's processings.
-	webhookEvents = tally{name: "webhook_events", inRequest: true}
+	webhookEvents = tally{name: "webhook_events"}
 	// providerCharges counts the calls the fake provider received for
 	// each Idempotency-Key.
-	providerCharges = tally{name: "provider_charges"}
+	providerCharges = tally{name: "provider_charges", external: true}
 )
 
 // opener opens one -store backend. It returns the idempotency store, the

@@ -9,10 +9,14 @@ import (
 	"github.com/seed43327c4c/idempotency/store"
 )
 
-// openMemory keeps records in the in-memory store and payments in a
-// slice: both live and die with this one process.
-func openMemory(context.Context, config) (store.Store, ledger, func(), error) {
-	return store.NewMemory(), &memoryLedger{}, func() {}, nil
+// openMemory keeps records in the in-memory store, with cfg's tombstones,
+// and payments in a slice: both live and die with this one process.
+func openMemory(_ context.Context, cfg config) (store.Store, ledger, func(), error) {
+	var opts []store.MemoryOption
+	if cfg.tombstones > 0 {
+		opts = append(opts, store.WithTombstones(cfg.tombstones))
+	}
+	return store.NewMemory(opts...), &memoryLedger{}, func() {}, nil
 }
 
 // memoryLedger is a ledger for one process: each account's payments, in

@@ -71,7 +71,10 @@ func openMySQL(ctx context.Context, cfg config) (store.Store, ledger, func(), er
 		_ = db.Close()
 		return nil, nil, nil, err
 	}
-	return st, &mysqlLedger{db: db, inTx: cfg.mysqlTx}, sweepWhileOpen(plain.StartSweeper, func() { _ = db.Close() }), nil
+	provider := sql.OpenDB(connector)
+	provider.SetMaxOpenConns(mysqlPoolSize)
+	closeDBs := func() { _ = db.Close(); _ = provider.Close() }
+	return st, &mysqlLedger{db: db, provider: provider, inTx: cfg.mysqlTx}, sweepWhileOpen(plain.StartSweeper, closeDBs), nil
 }
 
 // migrateMySQL creates the idempotency table and the ledger's tables (a
@@ -91,8 +94,9 @@ func migrateMySQL(ctx context.Context, db *sql.DB, st *mysqlstore.Store) error {
 
 // mysqlLedger is a ledger in the payments table, shared by every worker.
 type mysqlLedger struct {
-	db   *sql.DB
-	inTx bool // payments are written through the request's transaction
+	db       *sql.DB
+	provider *sql.DB // the external tallies' connections
+	inTx     bool    // payments are written through the request's transaction
 }
 
 // mysqlWriter is what the ledger writes through: a pool or a transaction.
@@ -101,13 +105,13 @@ type mysqlWriter interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }
 
-// writer returns what the ledger writes through: in transactional mode, for
-// a write inRequest, the request's transaction (see mysqlstore.Tx), so that
-// a write commits only with the request's idempotency record, and a request
-// without one (which did not pass the middleware) is refused: its write
-// would be unprotected. Otherwise the pool.
-func (l *mysqlLedger) writer(ctx context.Context, inRequest bool) (mysqlWriter, error) {
-	if !l.inTx || !inRequest {
+// writer returns what the ledger writes through: in transactional mode the
+// request's transaction (see mysqlstore.Tx), so that a write commits only
+// with the request's idempotency record, and a request without one (which
+// did not pass the middleware) is refused: its write would be unprotected.
+// Otherwise the pool.
+func (l *mysqlLedger) writer(ctx context.Context) (mysqlWriter, error) {
+	if !l.inTx {
 		return l.db, nil
 	}
 	tx, ok := mysqlstore.Tx(ctx)
@@ -119,7 +123,7 @@ func (l *mysqlLedger) writer(ctx context.Context, inRequest bool) (mysqlWriter, 
 
 // Create inserts the payment unless ref has one, and returns ref's payment.
 func (l *mysqlLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
-	db, err := l.writer(ctx, true)
+	db, err := l.writer(ctx)
 	if err != nil {
 		return payment{}, fmt.Errorf("recording payment: %w", err)
 	}
@@ -147,7 +151,10 @@ func (l *mysqlLedger) List(ctx context.Context, account string) ([]payment, erro
 // count back as the result's insert id. The statement is built from t's
 // name, one of the tallies, never from input.
 func (l *mysqlLedger) Count(ctx context.Context, t tally, id string) (int, error) {
-	db, err := l.writer(ctx, t.inRequest)
+	db, err := l.writer(ctx)
+	if t.external {
+		db, err = l.provider, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("counting in %s: %w", t.name, err)
 	}

@@ -66,11 +66,19 @@ func openPostgres(ctx context.Context, cfg config) (store.Store, ledger, func(),
 	if cfg.postgresTx {
 		st = pgstore.NewTx(pool)
 	}
-	if err := migratePostgres(ctx, pool, plain); err != nil {
+	provider, err := pgxpool.New(ctx, cfg.databaseURL)
+	if err == nil {
+		err = migratePostgres(ctx, pool, plain)
+	}
+	if err != nil {
 		pool.Close()
+		if provider != nil {
+			provider.Close()
+		}
 		return nil, nil, nil, err
 	}
-	return st, &postgresLedger{pool: pool, inTx: cfg.postgresTx}, sweepWhileOpen(plain.StartSweeper, pool.Close), nil
+	closePools := func() { pool.Close(); provider.Close() }
+	return st, &postgresLedger{pool: pool, provider: provider, inTx: cfg.postgresTx}, sweepWhileOpen(plain.StartSweeper, closePools), nil
 }
 
 // migratePostgres creates the idempotency table and the ledger's table.
@@ -95,14 +103,15 @@ func migratePostgres(ctx context.Context, pool *pgxpool.Pool, st *pgstore.Store)
 
 // postgresLedger is a ledger in the payments table, shared by every worker.
 type postgresLedger struct {
-	pool *pgxpool.Pool
-	inTx bool // payments are written through the request's transaction
+	pool     *pgxpool.Pool
+	provider *pgxpool.Pool // the external tallies' connections
+	inTx     bool          // payments are written through the request's transaction
 }
 
 // Create inserts the payment unless ref has one, and returns ref's payment.
 func (l *postgresLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
 	p := payment{ID: newPaymentID(), Amount: amount, Currency: currency}
-	db, err := l.db(ctx, true)
+	db, err := l.db(ctx)
 	if err == nil {
 		_, err = db.Exec(ctx, `INSERT INTO payments (id, account, amount, currency, ref) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (ref) DO NOTHING`, p.ID, account, p.Amount, p.Currency, ref)
@@ -120,7 +129,10 @@ ON CONFLICT (ref) DO NOTHING`, p.ID, account, p.Amount, p.Currency, ref)
 // from input.
 func (l *postgresLedger) Count(ctx context.Context, t tally, id string) (int, error) {
 	var count int
-	db, err := l.db(ctx, t.inRequest)
+	db, err := l.db(ctx)
+	if t.external {
+		db, err = l.provider, nil
+	}
 	if err == nil {
 		err = db.QueryRow(ctx, `INSERT INTO `+t.name+` (id, count) VALUES ($1, 1)
 ON CONFLICT (id) DO UPDATE SET count = `+t.name+`.count + 1 RETURNING count`, id).Scan(&count)
@@ -143,17 +155,17 @@ func (l *postgresLedger) Counts(ctx context.Context, t tally) ([]eventCount, err
 	return append([]eventCount{}, counts...), nil // [] for none
 }
 
-// db returns what the ledger writes through: in transactional mode, for a
-// write inRequest, the request's transaction (see pgstore.Tx), so that a
-// write commits only with the request's idempotency record, and a request
-// without one (which did not pass the middleware) is refused: its write
-// would be unprotected. Otherwise the pool.
-func (l *postgresLedger) db(ctx context.Context, inRequest bool) (interface {
+// db returns what the ledger writes through: in transactional mode the
+// request's transaction (see pgstore.Tx), so that a write commits only with
+// the request's idempotency record, and a request without one (which did
+// not pass the middleware) is refused: its write would be unprotected.
+// Otherwise the pool.
+func (l *postgresLedger) db(ctx context.Context) (interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, error,
 ) {
-	if !l.inTx || !inRequest {
+	if !l.inTx {
 		return l.pool, nil
 	}
 	tx, ok := pgstore.Tx(ctx)

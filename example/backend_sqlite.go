@@ -108,13 +108,12 @@ type sqliteLedger struct {
 	inTx bool // payments are written through the request's transaction
 }
 
-// writer returns what the ledger writes through: in transactional mode, for
-// a write inRequest, the request's transaction (see sqlitestore.Tx), so
-// that a write commits only with the request's idempotency record, and a
-// request without one is refused: its write would be unprotected.
-// Otherwise db.
-func (l *sqliteLedger) writer(ctx context.Context, inRequest bool) (sqlitestore.Querier, error) {
-	if !l.inTx || !inRequest {
+// writer returns what the ledger writes through: in transactional mode the
+// request's transaction (see sqlitestore.Tx), so that a write commits only
+// with the request's idempotency record, and a request without one is
+// refused: its write would be unprotected. Otherwise db.
+func (l *sqliteLedger) writer(ctx context.Context) (sqlitestore.Querier, error) {
+	if !l.inTx {
 		return l.db, nil
 	}
 	return sqlitestore.Tx(ctx)
@@ -122,7 +121,7 @@ func (l *sqliteLedger) writer(ctx context.Context, inRequest bool) (sqlitestore.
 
 // Create inserts the payment unless ref has one, and returns ref's payment.
 func (l *sqliteLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
-	db, err := l.writer(ctx, true)
+	db, err := l.writer(ctx)
 	if err != nil {
 		return payment{}, fmt.Errorf("recording payment: %w", err)
 	}
@@ -147,9 +146,14 @@ func (l *sqliteLedger) List(ctx context.Context, account string) ([]payment, err
 }
 
 // Count builds its statement from t's name, one of the tallies, never from
-// input.
+// input. An external tally is written through db: a request takes the
+// file's write lock at its ledger write, after its charge, so the provider's
+// write never waits for a request that waits for the provider.
 func (l *sqliteLedger) Count(ctx context.Context, t tally, id string) (int, error) {
-	db, err := l.writer(ctx, t.inRequest)
+	db, err := l.writer(ctx)
+	if t.external {
+		db, err = l.db, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("counting in %s: %w", t.name, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 )
@@ -30,6 +31,9 @@ type config struct {
 	webhookSecret  []byte // nil: no -webhook-secret
 	sqliteTx       bool
 	migrateFrom    string // the store being moved from; "" for none
+	crash          crashPoint
+	retention      time.Duration
+	tombstones     time.Duration // 0: none
 }
 
 // parseFlags reads the command line. getenv supplies the defaults of
@@ -65,6 +69,12 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	})
 	fs.BoolVar(&c.sqliteTx, "sqlite-tx", true, "with -store sqlite, write each payment in the transaction of its idempotency record, in the same file (false: the plain SQLite store)")
 	fs.StringVar(&c.migrateFrom, "migrate-from", "", "while moving to -store from this store (sqlite, redis, postgres or mysql, opened from the same flags): look every key up there first, replaying and copying what it holds (docs/migrating.md)")
+	fs.Func("crash-after-step", "NAME:PERCENT: exit at once, with status 3, right after a payment's step NAME (charge or ledger) is stored, in PERCENT of first runs (fence 1); the supervisor restarts the worker (default: never)", func(v string) (err error) {
+		c.crash, err = parseCrashPoint(v)
+		return err
+	})
+	fs.DurationVar(&c.retention, "retention", 24*time.Hour, "how long a payment's or an email's response is kept for replay")
+	fs.DurationVar(&c.tombstones, "tombstones", 0, "after -retention, keep a tombstone of each key this long, so that a later retry gets 422 key-expired instead of running again (default 0: none)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -83,8 +93,11 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	if err := checkMigrateFrom(c); err != nil {
 		return config{}, err
 	}
-	if c.delay < 0 || c.lease <= 0 {
-		return config{}, fmt.Errorf("-delay must be 0 or more and -lease above 0")
+	if c.delay < 0 || c.lease <= 0 || c.retention <= 0 || c.tombstones < 0 {
+		return config{}, fmt.Errorf("-delay and -tombstones must be 0 or more, -lease and -retention above 0")
+	}
+	if c.tombstones > 0 && !slices.Contains(tombstoneStores, c.store) {
+		return config{}, fmt.Errorf("-tombstones with -store %s: this store keeps no tombstones; those that do: %s", c.store, strings.Join(tombstoneStores, ", "))
 	}
 	if c.replicaAcks < detectReplicas {
 		return config{}, fmt.Errorf("-redis-replica-acks %d: want -1 (ask Redis), 0 (wait for none) or a number of replicas", c.replicaAcks)
@@ -112,6 +125,9 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	}
 	return c, nil
 }
+
+// tombstoneStores are the -store names that keep -tombstones.
+var tombstoneStores = []string{"memory"}
 
 // parseSentinel parses -redis-sentinel's MASTER@HOST:PORT[,HOST:PORT...].
 func parseSentinel(v string) (master string, addrs []string, err error) {

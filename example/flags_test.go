@@ -31,18 +31,24 @@ func TestFlagsDefaults(t *testing.T) {
 		mysqlDSN:    defaultMySQLDSN,
 		mysqlTx:     true,
 		sqliteTx:    true,
+		retention:   24 * time.Hour,
 	}, cfg)
 }
 
 func TestFlagsSet(t *testing.T) {
 	cfg, err := parseFlags([]string{"-addr", "127.0.0.1:9000", "-store", "redis", "-redis-url", "redis://r",
 		"-delay", "300ms", "-workers", "4", "-lease", "2s", "-postgres-tx=false", "-sqlite-tx=false", "-sqlite-path", "/var/lib/x.db",
-		"-webhook-secret", "whsec_1", "-mysql-dsn", "app@tcp(db:3306)/pay", "-mysql-tx=false"},
+		"-webhook-secret", "whsec_1", "-mysql-dsn", "app@tcp(db:3306)/pay", "-mysql-tx=false",
+		"-crash-after-step", "charge:30", "-retention", "2s"},
 		env(map[string]string{"MYSQL_DSN": "root@tcp(m)/x"}))
 	require.NoError(t, err)
 	assert.Equal(t, config{addr: "127.0.0.1:9000", store: "redis", redisURL: "redis://r", replicaAcks: detectReplicas, sqlitePath: "/var/lib/x.db",
 		delay: 300 * time.Millisecond, workers: 4, lease: 2 * time.Second, postgresTx: false,
-		webhookSecret: []byte("whsec_1"), mysqlDSN: "app@tcp(db:3306)/pay", mysqlTx: false}, cfg)
+		webhookSecret: []byte("whsec_1"), mysqlDSN: "app@tcp(db:3306)/pay", mysqlTx: false,
+		crash: crashPoint{step: "charge", percent: 30}, retention: 2 * time.Second}, cfg)
+	cfg, err = parseFlags([]string{"-retention", "2s", "-tombstones", "1h"}, env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, cfg.tombstones)
 	_, err = parseFlags([]string{"-webhook-secret", ""}, env(nil))
 	require.ErrorContains(t, err, "want a non-empty secret")
 }
@@ -111,6 +117,11 @@ func TestFlagsRefused(t *testing.T) {
 		"sentinel empty address":  {"-redis-sentinel", "idempotency@127.0.0.1:26379,"},
 		"negative replica acks":   {"-redis-replica-acks", "-2"},
 		"lease within acks wait":  {"-redis-replica-acks", "1", "-lease", "5s"},
+		"zero retention":          {"-retention", "0s"},
+		"negative tombstones":     {"-tombstones", "-1s"},
+		"crash without percent":   {"-crash-after-step", "charge"},
+		"crash over 100 percent":  {"-crash-after-step", "charge:101"},
+		"crash after no step":     {"-crash-after-step", "email:50"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parseFlags(args, env(nil))

@@ -105,10 +105,21 @@ func newTestAPI(t *testing.T, led ledger) *testAPI {
 	t.Helper()
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	a := &api{ledger: led, log: logger, jobs: store.NewMemory()}
+	a := withProvider(t, &api{ledger: led, log: logger, jobs: store.NewMemory()})
 	srv := httptest.NewServer(a.routes(newMiddleware(nil, 30*time.Second, logger), newWebhookMiddleware(nil, 30*time.Second, logger)))
 	t.Cleanup(srv.Close)
 	return &testAPI{url: srv.URL, led: led, logs: logs}
+}
+
+// withProvider points a's client of the fake provider at an httptest
+// server of a's own routes, as serve points it at the worker's listener,
+// and returns a.
+func withProvider(t *testing.T, a *api) *api {
+	t.Helper()
+	srv := httptest.NewServer(a.routes(newMiddleware(nil, time.Minute, a.log), newWebhookMiddleware(nil, time.Minute, a.log)))
+	t.Cleanup(srv.Close)
+	a.provider, a.providerURL = newProviderClient(), srv.URL+"/provider/charges"
+	return a
 }
 
 // answer is a response read in full.

@@ -44,7 +44,7 @@ func TestOperatorFindsAndDeletesAPayment(t *testing.T) {
 	counted := &countingLedger{ledger: led}
 	logger := slog.New(slog.DiscardHandler)
 	serve := func(delay time.Duration) *testAPI {
-		srv := httptest.NewServer((&api{ledger: counted, delay: delay, log: logger}).routes(newMiddleware(st, 30*time.Second, logger), newWebhookMiddleware(st, 30*time.Second, logger)))
+		srv := httptest.NewServer(withProvider(t, &api{ledger: counted, delay: delay, log: logger}).routes(newMiddleware(st, 30*time.Second, logger), newWebhookMiddleware(st, 30*time.Second, logger)))
 		t.Cleanup(srv.Close)
 		return &testAPI{url: srv.URL, led: counted}
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"os"
 	"strings"
@@ -24,14 +26,16 @@ type paymentRequest struct {
 	Currency string `json:"currency"`
 }
 
-// createPayment records a payment for the caller's account, logs it with
-// the key its charge would send the payment provider, waits a.delay (a slow
-// receipt call, say), then answers 201 with the payment and its Location.
-// Run twice, it would charge twice: the idempotency middleware in front of
-// it makes sure it runs once per key, and the provider key, derived from
-// the request's idempotency key, is the same for a retry that runs it again
-// after a crash, so the provider would charge once even then; the ledger
-// write is keyed the same way (Derive("ledger")). A body that
+// createPayment makes a payment for the caller's account in two steps
+// (idempotency.Step): "charge" asks the fake provider to charge it, and
+// "ledger" records it in the ledger. Then it waits a.delay (a slow receipt
+// call, say) and answers 201 with the payment and its Location. Run twice,
+// it would charge twice: the middleware in front makes sure it runs once
+// per key, and a run again after a crash (a retry, a takeover) gets each
+// finished step's result back instead of running it: a charge made before
+// the crash is not asked for again. The provider's call carries the step's
+// derived key, so even a charge whose outcome was lost is made once, and
+// the ledger's write is keyed the same way (Derive("ledger")). A body that
 // fails validation is refused before anything happens and not recorded
 // (see readRequest): the client may correct it and use the same key.
 func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
@@ -45,18 +49,29 @@ func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 			Detail: "the payment is not protected by an Idempotency-Key"})
 		return
 	}
-	providerKey := key.Derive("charge")
+	req.Currency = strings.ToUpper(req.Currency)
+	ch, err := step(r.Context(), "charge", func(ctx context.Context) (charge, error) { return a.charge(ctx, req) })
+	if err != nil {
+		a.log.Error("charging a payment failed", "err", err)
+		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusBadGateway,
+			Detail: "the payment provider could not be reached; retry with the same Idempotency-Key"})
+		return
+	}
+	a.crashAfter("charge", key.Fence)
 	// A retry after a write whose outcome was unknown (the 500 below)
 	// finds that write instead of recording another payment.
-	p, err := a.ledger.Create(r.Context(), key.Derive("ledger"), account(r), req.Amount, strings.ToUpper(req.Currency))
+	p, err := step(r.Context(), "ledger", func(ctx context.Context) (payment, error) {
+		return a.ledger.Create(ctx, key.Derive("ledger"), account(r), req.Amount, req.Currency)
+	})
 	if err != nil {
 		a.log.Error("recording a payment failed", "err", err)
 		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusInternalServerError,
 			Detail: "the payment could not be recorded; retry with the same Idempotency-Key"})
 		return
 	}
+	a.crashAfter("ledger", key.Fence)
 	a.log.Info("payment made", "id", p.ID, "amount", p.Amount, "currency", p.Currency,
-		"provider_key", providerKey, "fence", key.Fence, "pid", os.Getpid())
+		"charge", ch.ID, "provider_key", key.Derive("charge"), "fence", key.Fence, "pid", os.Getpid())
 	// The delay ignores the request's context on purpose: the payment is
 	// recorded, so the handler must answer 201, which the middleware
 	// records for the retry to replay. Giving up with nothing written
@@ -64,6 +79,19 @@ func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 	time.Sleep(a.delay)
 	w.Header().Set("Location", "/payments/"+p.ID)
 	writeJSON(w, http.StatusCreated, p)
+}
+
+// step runs fn as the request's step called name (idempotency.Step). Where
+// the store keeps no steps in the mode it runs in, it runs fn as a plain
+// call: the derived keys of the provider and the ledger then keep a run
+// again from charging or recording twice, and the transactional stores
+// commit the ledger's write with the record.
+func step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
+	v, err := idempotency.Step(ctx, name, fn)
+	if errors.Is(err, idempotency.ErrStepsUnsupported) {
+		return fn(ctx)
+	}
+	return v, err
 }
 
 // listPayments answers 200 with the caller's payments, a JSON array.

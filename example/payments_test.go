@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,7 +72,7 @@ func (g *gatedLedger) Create(ctx context.Context, ref, account string, amount in
 // another amount gets 422.
 func TestPaymentIsIdempotent(t *testing.T) {
 	led := &memoryLedger{}
-	a := &api{ledger: led, log: slog.New(slog.DiscardHandler), jobs: store.NewMemory()}
+	a := withProvider(t, &api{ledger: led, log: slog.New(slog.DiscardHandler), jobs: store.NewMemory()})
 	req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount": 500, "currency": "EUR"}`))
 	req.Header.Set("Idempotency-Key", "order-1")
 	asCaller(req, testAccount)
@@ -263,4 +265,36 @@ func TestPaymentLogsItsProviderKey(t *testing.T) {
 		assert.Regexp(t, `^[A-Za-z0-9_-]{43}$`, k)
 	}
 	assert.NotEqual(t, keys[0], keys[1])
+}
+
+// failingLedger fails the first fails of its Creates, recording nothing.
+type failingLedger struct {
+	ledger
+	fails atomic.Int32
+}
+
+func (f *failingLedger) Create(ctx context.Context, ref, account string, amount int, currency string) (payment, error) {
+	if f.fails.Add(-1) >= 0 {
+		return payment{}, errors.New("the ledger is down")
+	}
+	return f.ledger.Create(ctx, ref, account, amount, currency)
+}
+
+// TestPaymentResumesAfterItsCharge: a payment whose ledger step failed
+// after its charge is retried with the same key and finishes without
+// asking the provider to charge it again: the charge step's result was
+// stored, and the retry gets it back.
+func TestPaymentResumesAfterItsCharge(t *testing.T) {
+	led := &failingLedger{ledger: &memoryLedger{}}
+	led.fails.Store(2)
+	ta := newTestAPI(t, led)
+	body := `{"amount": 900, "currency": "EUR"}`
+	for range 2 {
+		failed := ta.post(t, "/payments", "order-9", body)
+		require.Equal(t, http.StatusInternalServerError, failed.status, failed.body)
+	}
+	done := ta.post(t, "/payments", "order-9", body)
+	require.Equal(t, http.StatusCreated, done.status, done.body)
+	assert.JSONEq(t, `{"calls": 1, "keys": 1}`, ta.get(t, "/provider/charges").body, "one charge for three runs")
+	assert.Equal(t, 1, ta.ledgerLen(t))
 }

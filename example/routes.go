@@ -21,13 +21,17 @@ type api struct {
 	webhookSecret []byte               // nil: webhook signatures are not checked
 	jobs          store.Store          // where Do keeps the receipts it sends
 	jobObserver   idempotency.Observer // told of each receipt's Do
+	provider      *http.Client         // the fake provider's client (newProviderClient)
+	providerURL   string               // POST /provider/charges of this service
+	crash         crashPoint           // -crash-after-step
 }
 
-// routes returns the service's router. Every route but /webhooks needs an
-// account (requireAccount); the POST routes go through idem, the
-// idempotency middleware, while reads need no protection, and a receipt is
-// protected by idempotency.Do, keyed by its payment. POST /webhooks goes
-// through webhookIdem, after the signature check when a secret is set.
+// routes returns the service's router. Every route but /webhooks and the
+// fake provider's /provider/charges needs an account (requireAccount); the
+// POST routes go through idem, the idempotency middleware, while reads need
+// no protection, and a receipt is protected by idempotency.Do, keyed by its
+// payment. POST /webhooks goes through webhookIdem, after the signature
+// check when a secret is set.
 func (a *api) routes(idem, webhookIdem func(http.Handler) http.Handler) http.Handler {
 	r := chi.NewRouter()
 	r.Use(workerPid)
@@ -37,6 +41,8 @@ func (a *api) routes(idem, webhookIdem func(http.Handler) http.Handler) http.Han
 	}
 	r.Method(http.MethodPost, "/webhooks", receive)
 	r.Get("/webhooks", a.listWebhooks)
+	r.Post("/provider/charges", a.createCharge)
+	r.Get("/provider/charges", a.listCharges)
 	r.Group(func(r chi.Router) {
 		r.Use(requireAccount)
 		r.Get("/payments", a.listPayments)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/seed43327c4c/idempotency"
@@ -15,6 +16,18 @@ import (
 // shutdownTimeout is how long a stopping worker waits for the requests in
 // progress to finish before it closes their connections.
 const shutdownTimeout = 15 * time.Second
+
+// providerURL returns the fake provider's URL on ln, this worker's TCP
+// listener (with several workers any of them answers it); a listener on
+// every address is reached through the loopback one.
+func providerURL(ln net.Listener) string {
+	addr := ln.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(addr.Port)) + "/provider/charges"
+}
 
 // serve runs one worker: it opens the backend, listens on cfg.addr (shared
 // with the other workers when there are several), and serves until ctx
@@ -40,10 +53,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer func() { _ = m.shutdown(context.Background()) }()
-	a := &api{ledger: led, delay: cfg.delay, log: logger, webhookSecret: cfg.webhookSecret, jobs: st, jobObserver: m.observer}
+	a := &api{ledger: led, delay: cfg.delay, log: logger, webhookSecret: cfg.webhookSecret, jobs: st, jobObserver: m.observer,
+		provider: newProviderClient(), providerURL: providerURL(ln), crash: cfg.crash}
 	observe := idempotency.WithObserver(m.observer)
 	srv := &http.Server{
-		Handler: withHealth(st, logger, withMetrics(m, a.routes(newMiddleware(st, cfg.lease, logger, observe),
+		Handler: withHealth(st, logger, withMetrics(m, a.routes(newMiddleware(st, cfg.lease, logger, observe, idempotency.WithRetention(cfg.retention)),
 			newWebhookMiddleware(st, cfg.lease, logger, observe)))),
 		// A client gets this long to send its request line and headers,
 		// so connections that open and then send nothing do not pile up.
