@@ -16,19 +16,45 @@ import (
 	redisstore "github.com/seed43327c4c/idempotency/store_redis"
 )
 
+// claimDeciders make a store's claims decided by the pipeline where it
+// can, or by the claim script alone.
+var claimDeciders = map[string]func(*redisstore.Store) *redisstore.Store{
+	"pipelined": func(s *redisstore.Store) *redisstore.Store { return s },
+	"scripted":  redisstore.ScriptedClaims,
+}
+
 // TestStepsConformance runs the steps suite on every server, with claims
 // decided by the pipeline where it can and by the claim script alone.
 func TestStepsConformance(t *testing.T) {
 	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
-		for name, build := range map[string]func(*redisstore.Store) *redisstore.Store{
-			"pipelined": func(s *redisstore.Store) *redisstore.Store { return s },
-			"scripted":  redisstore.ScriptedClaims,
-		} {
+		for name, build := range claimDeciders {
 			t.Run(name, func(t *testing.T) {
 				storetest.RunSteps(t, func(t *testing.T) store.StepStore {
 					s, _ := newStore(t, client)
 					return build(s)
 				})
+			})
+		}
+	})
+}
+
+// TestStepsOfAClaimSentAgain: a claim sent again by the key's live owner
+// (its reply lost) gets the steps saved meanwhile, whether the pipeline or
+// the claim script decides it.
+func TestStepsOfAClaimSentAgain(t *testing.T) {
+	forEachServer(t, func(t *testing.T, client redis.UniversalClient) {
+		for name, build := range claimDeciders {
+			t.Run(name, func(t *testing.T) {
+				s, _ := newStore(t, client)
+				s = build(s)
+				ctx := t.Context()
+				rec, _, err := s.Claim(ctx, "resent", "fp", "token", time.Minute)
+				require.NoError(t, err)
+				require.NoError(t, s.SaveStep(ctx, "resent", rec.Owner, store.Step{Name: "charge", Result: []byte("ch_1"), Failed: true}))
+				again, claimed, err := s.Claim(ctx, "resent", "fp", "token", time.Minute)
+				require.NoError(t, err)
+				require.True(t, claimed)
+				assert.Equal(t, []store.Step{{Name: "charge", Result: []byte("ch_1"), Failed: true}}, again.Steps)
 			})
 		}
 	})
