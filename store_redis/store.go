@@ -3,7 +3,8 @@
 //
 // A record is one string key, <prefix>{<hash>} with <hash> store.HashKey of
 // the key (layout in record.go), so a key name has one short length, shows
-// nothing of the client's key and cannot break its hash tag. A claim is SET
+// nothing of the client's key and cannot break its hash tag; its steps are
+// kept in it, and a tombstone (WithTombstones) beside it. A claim is SET
 // NX GET and PTTL in one pipeline, or a Lua script when that cannot decide;
 // the other methods are a Lua script each. Leases and retention are the
 // key's expiry, on the Redis server's clock: an in-flight record lives its
