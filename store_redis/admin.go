@@ -16,7 +16,9 @@ import (
 
 var _ store.Admin = (*Store)(nil)
 
-// Inspect implements store.Admin in one script run.
+// Inspect implements store.Admin in one script run. A record in flight
+// comes with its steps; a tombstone (WithTombstones) is a StateExpired
+// record.
 func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, error) {
 	if err := store.CheckHash(hash, false); err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: inspect: %w", err)
@@ -35,6 +37,16 @@ func (s *Store) inspect(ctx context.Context, hash string) (store.Record, bool, e
 	}
 	r := reply{v: v}
 	state, fp, fence, left := store.State(r.int(0)), r.str(1), r.int(2), time.Duration(r.int(3))*time.Millisecond
+	switch state {
+	case store.StateExpired:
+		rec, err := tombstone(fp, fence, left, r.str(6))
+		return rec, true, errors.Join(r.err(), err)
+	case store.StateInFlight:
+		rec, _ := foundRecord(state, fp, fence, left, 0, "", "")
+		steps, err := decodeSteps(r.str(6))
+		rec.Steps = steps
+		return rec, true, errors.Join(r.err(), err)
+	}
 	status, serr := strconv.Atoi(r.str(4))
 	rec, herr := foundRecord(state, fp, fence, left, status, r.str(5), r.str(6))
 	return rec, true, errors.Join(r.err(), serr, herr)
@@ -66,7 +78,8 @@ func (s *Store) Delete(ctx context.Context, hash string, force bool) (bool, erro
 }
 
 // Find implements store.Admin: SCAN on every master, each key it matches
-// then read as Inspect reads it.
+// then read as Inspect reads it. A tombstone's key counts once its record
+// is gone.
 func (s *Store) Find(ctx context.Context, prefix string, limit int) ([]string, error) {
 	if err := store.CheckHash(prefix, true); err != nil {
 		return nil, fmt.Errorf("redisstore: find: %w", err)
@@ -104,27 +117,28 @@ type finder struct {
 func (f *finder) scan(ctx context.Context, node redis.Cmdable) error {
 	iter := node.Scan(ctx, 0, f.match, 1000).Iterator()
 	for !f.full() && iter.Next(ctx) {
-		hash, ok := f.hashOf(iter.Val())
+		hash, tomb, ok := f.hashOf(iter.Val())
 		if !ok {
 			continue
 		}
-		_, live, err := f.store.inspect(ctx, hash)
+		rec, live, err := f.store.inspect(ctx, hash)
 		if err != nil {
 			return err
 		}
-		if live {
+		if live && tomb == (rec.State == store.StateExpired) { // a hash with both keys is added once
 			f.add(hash)
 		}
 	}
 	return iter.Err()
 }
 
-// hashOf returns the hash a record's key holds, or false for a key of
-// another shape.
-func (f *finder) hashOf(key string) (string, bool) {
-	hash, ok := strings.CutPrefix(key, f.store.prefix+"{")
+// hashOf returns the hash a record's or a tombstone's key holds, and
+// whether it is a tombstone's, or false for a key of another shape.
+func (f *finder) hashOf(key string) (hash string, tomb, ok bool) {
+	hash, ok = strings.CutPrefix(key, f.store.prefix+"{")
+	hash, tomb = strings.CutSuffix(hash, "}"+tombSuffix)
 	hash, closed := strings.CutSuffix(hash, "}")
-	return hash, ok && closed && store.CheckHash(hash, false) == nil
+	return hash, tomb, ok && (tomb || closed) && store.CheckHash(hash, false) == nil
 }
 
 func (f *finder) full() bool {

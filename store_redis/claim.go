@@ -16,6 +16,7 @@ type claimRequest struct {
 	keys               []string
 	fingerprint, token string
 	leaseMs, lifeMs    int64
+	tombs              int // 1 if the store keeps tombstones, else 0
 }
 
 // claim decides c through client, with the claim script when claimAtOnce
@@ -33,7 +34,7 @@ func (s *Store) claim(ctx context.Context, client redis.Cmdable, c claimRequest)
 
 // claimByScript decides c with the claim script.
 func (s *Store) claimByScript(ctx context.Context, client redis.Cmdable, c claimRequest) (store.Record, bool, error) {
-	v, err := claimScript.Run(ctx, client, c.keys, c.fingerprint, c.token, c.leaseMs, c.lifeMs, c.lifeMs-c.leaseMs).Slice()
+	v, err := claimScript.Run(ctx, client, c.keys, c.fingerprint, c.token, c.leaseMs, c.lifeMs, c.lifeMs-c.leaseMs, c.tombs).Slice()
 	if err != nil {
 		return store.Record{}, false, err
 	}
@@ -125,7 +126,9 @@ func (s *Store) decideClaim(c claimRequest, ttl, set *redis.Cmd) (rec store.Reco
 	case r.token == "" || lease <= 0: // released or lapsed: a takeover, decided by the script
 		return store.Record{}, false, false, nil
 	case r.token == token: // this claim sent again after its reply was lost
-		return claimedRecord(fingerprint, token, r.fence, lease), true, true, nil
+		rec := claimedRecord(fingerprint, token, r.fence, lease)
+		rec.Steps, err = decodeSteps(r.body)
+		return rec, true, true, err
 	default:
 		rec, err := r.stored(lease)
 		return rec, false, true, err

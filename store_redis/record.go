@@ -16,7 +16,8 @@ import (
 // whose fields before ';' are decimal: the state, fence, abandoned retention
 // in ms (0 once done), 1 if a watcher marked it, the status, and the byte
 // lengths of the parts that follow, the body last. The token is empty once done or
-// released. record.lua reads and writes the same layout.
+// released. While in flight the body part holds the steps (decodeSteps). record.lua
+// reads and writes the same layout.
 type record struct {
 	state              store.State
 	fence, abandoned   int64

@@ -24,3 +24,14 @@ local function encode(state, fence, abandoned, waited, status, fp, token, header
   return table.concat({state, ',', fence, ',', abandoned, ',', waited, ',', status, ',',
     #fp, ',', #token, ',', #header, ';', fp, token, header, body})
 end
+-- A tombstone is its own key beside the record's, written with a done
+-- record and outliving it (WithTombstones): "completed,fence,status;<fp>",
+-- the completion in ms since the epoch. decodeTomb returns its fields, or
+-- nil when t is not a tombstone.
+local function decodeTomb(t)
+  local completed, fence, status, at = string.match(t, '^(%d+),(%d+),(%d+);()')
+  if not completed then
+    return nil
+  end
+  return {completed = completed, fence = fence, status = status, fp = string.sub(t, at)}
+end

@@ -7,10 +7,12 @@
 -- (WithReplicaAcks), and the script replies 1.
 -- KEYS[1] record
 -- KEYS[2] the record's channel, published on when a watcher marked the record
+-- KEYS[3] the record's tombstone (record.lua), written when ARGV[8] is above 0
 -- ARGV[1] token of the caller, ARGV[2] fencing number of the caller
 -- ARGV[3] retention, in milliseconds
 -- ARGV[4] state: 2 completed, 3 unreplayable
 -- ARGV[5] status, ARGV[6] encoded header, ARGV[7] body (empty when unreplayable)
+-- ARGV[8] how long the tombstone outlives the retention, in milliseconds; 0 for none
 -- returns 1 when completed, false (nil) when the caller does not hold the key
 local v = redis.pcall('GET', KEYS[1])
 local rec = type(v) == 'string' and decode(v)
@@ -28,6 +30,13 @@ if redis.pcall('SET', KEYS[1], done, 'PX', ARGV[3]).err then
   -- lost, and the request run again once its lease lapsed.
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   redis.call('SET', KEYS[1], done, 'PX', ARGV[3])
+end
+if tonumber(ARGV[8]) > 0 then
+  -- Written second, so never refused when memory is full (see above).
+  local now = redis.call('TIME')
+  local completed = now[1] .. string.format('%03d', math.floor(now[2] / 1000))
+  redis.call('SET', KEYS[3], table.concat({completed, ',', rec.fence, ',', ARGV[5], ';', rec.fp}),
+    'PX', tonumber(ARGV[3]) + tonumber(ARGV[8]))
 end
 if rec.waited == '1' then
   redis.call('SPUBLISH', KEYS[2], '')

@@ -6,8 +6,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Every script takes the record's key and shard channel (Store.keys); the
-// .lua files document their KEYS, ARGV and replies.
+// Every script takes the record's key, its shard channel and its
+// tombstone's key (Store.keys); the .lua files document their KEYS, ARGV
+// and replies.
 var (
 	//go:embed record.lua
 	recordLua string
@@ -19,6 +20,8 @@ var (
 	recordRenewLua string
 	//go:embed record_ack.lua
 	recordAckLua string
+	//go:embed record_step.lua
+	recordStepLua string
 	//go:embed record_complete.lua
 	recordCompleteLua string
 	//go:embed record_release.lua
@@ -43,8 +46,9 @@ var (
 	releaseScript  = redis.NewScript(recordLua + recordOwnerLua + recordReleaseLua)
 	inspectScript  = redis.NewScript(recordLua + recordLiveLua + recordInspectLua)
 	deleteScript   = redis.NewScript(recordLua + recordLiveLua + recordDeleteLua + recordReleaseLua)
+	stepScript     = redis.NewScript(recordLua + recordOwnerLua + recordStepLua)
 )
 
 func allScripts() []*redis.Script {
-	return []*redis.Script{claimScript, watchScript, renewScript, ackScript, completeScript, releaseScript, inspectScript, deleteScript}
+	return []*redis.Script{claimScript, watchScript, renewScript, ackScript, stepScript, completeScript, releaseScript, inspectScript, deleteScript}
 }

@@ -3,7 +3,8 @@
 //
 // A record is one string key, <prefix>{<hash>} with <hash> store.HashKey of
 // the key (layout in record.go), so a key name has one short length, shows
-// nothing of the client's key and cannot break its hash tag. A claim is SET
+// nothing of the client's key and cannot break its hash tag; its steps are
+// kept in it, and a tombstone (WithTombstones) beside it. A claim is SET
 // NX GET and PTTL in one pipeline, or a Lua script when that cannot decide;
 // the other methods are a Lua script each. Leases and retention are the
 // key's expiry, on the Redis server's clock: an in-flight record lives its
@@ -36,7 +37,8 @@ type Store struct {
 	client    redis.UniversalClient
 	prefix    string
 	abandoned time.Duration
-	chosen    *Replication // by an option; nil: detected (see replication)
+	tombs     time.Duration // 0: none kept
+	chosen    *Replication  // by an option; nil: detected (see replication)
 	acks      replication
 	logger    *slog.Logger
 	atOnce    atomic.Bool // Claim tries sendClaims first
@@ -95,7 +97,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	if !heedsDeadlines(client) {
 		panic("redisstore: New expects a client with ContextTimeoutEnabled: true, without which a stalled connection ignores the middleware's deadlines")
 	}
-	s.atOnce.Store(true)
+	s.atOnce.Store(s.tombs == 0)
 	s.claims = batch.New(batchLanes, s.claimAlone, s.sendSharedClaims)
 	s.completes = batch.New(batchLanes, s.completeAlone, s.sendCompletes)
 	return s
@@ -115,15 +117,16 @@ func heedsDeadlines(client redis.UniversalClient) bool {
 	return true
 }
 
-// keys returns the Redis key of key's record and its shard channel, which
-// share a hash tag and so a Cluster slot.
+// keys returns the Redis key of key's record, its shard channel and its
+// tombstone's key, which share a hash tag and so a Cluster slot.
 func (s *Store) keys(key string) []string { return s.hashKeys(store.HashKey(key)) }
 
 // hashKeys is keys for the key whose store.HashKey is hash; the record's
-// key is the start of the channel's.
+// key is the start of the others.
 func (s *Store) hashKeys(hash string) []string {
 	channel := s.prefix + "{" + hash + "}:changed"
-	return []string{channel[:len(channel)-len(":changed")], channel}
+	record := channel[:len(channel)-len(":changed")]
+	return []string{record, channel, record + tombSuffix}
 }
 
 // Claim implements store.Store.
@@ -132,7 +135,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", store.ErrEmptyToken)
 	}
 	c := claimRequest{keys: s.keys(key), fingerprint: fingerprint, token: token,
-		leaseMs: millis(lease), lifeMs: millis(s.inFlightLife(lease))}
+		leaseMs: millis(lease), lifeMs: millis(s.inFlightLife(lease)), tombs: min(1, int(s.tombs))}
 	r, err := s.replication(ctx)
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("redisstore: claim: %w", err)
@@ -164,10 +167,17 @@ func (s *Store) claimBatched(ctx context.Context, c claimRequest) (store.Record,
 // decodeClaim turns claimScript's reply into what Claim returns.
 func decodeClaim(r *reply, fingerprint, token string) (store.Record, bool, error) {
 	if r.int(0) == 1 {
-		return claimedRecord(fingerprint, token, r.int(1), time.Duration(r.int(2))*time.Millisecond), true, r.err()
+		rec := claimedRecord(fingerprint, token, r.int(1), time.Duration(r.int(2))*time.Millisecond)
+		steps, err := decodeSteps(r.str(3))
+		rec.Steps = steps
+		return rec, true, errors.Join(r.err(), err)
 	}
 	state, fp, fence, ttl := store.State(r.int(1)), r.str(2), r.int(3), time.Duration(r.int(4))*time.Millisecond
-	if state != store.StateCompleted { // the reply has no response
+	switch state {
+	case store.StateExpired:
+		rec, err := tombstone(fp, fence, ttl, r.str(6))
+		return rec, false, errors.Join(r.err(), err)
+	case store.StateInFlight, store.StateUnreplayable: // the reply has no response
 		rec, _ := foundRecord(state, fp, fence, ttl, 0, "", "")
 		return rec, false, r.err()
 	}
@@ -195,7 +205,7 @@ func (s *Store) Complete(ctx context.Context, key string, owner store.Lease, res
 	if resp != nil {
 		state, status, header, body = store.StateCompleted, resp.Status, headercodec.Encode(resp.Header), resp.Body
 	}
-	args := []any{owner.Token, owner.Fence, millis(retention), int(state), status, header, body}
+	args := []any{owner.Token, owner.Fence, millis(retention), int(state), status, header, body, s.tombsMs()}
 	r, err := s.replication(ctx)
 	if err != nil {
 		return fmt.Errorf("redisstore: complete: %w", err)
