@@ -63,6 +63,9 @@ func openRedis(ctx context.Context, cfg config) (store.Store, ledger, func(), er
 	case cfg.replicaAcks == 0:
 		opts = append(opts, redisstore.WithoutReplicaAcks())
 	}
+	if cfg.tombstones > 0 {
+		opts = append(opts, redisstore.WithTombstones(cfg.tombstones))
+	}
 	s := redisstore.New(client, opts...)
 	if err := s.Ping(ctx); err != nil { // also settles the replicas writes wait for
 		_ = client.Close()
