@@ -58,10 +58,10 @@ func TestInspectASealedRecord(t *testing.T) {
 			args   []string
 			stderr string
 		}{
-			"no ring":       {stderr: "sealed under key \"k1\", and no ring was given: pass -seal-keys FILE or set IDEMPOTENCY_SEAL_KEYS"},
-			"key removed":   {args: []string{"-seal-keys", lacking}, stderr: "sealed under key \"k1\", which the ring in " + lacking + " does not hold"},
-			"bad ring":      {args: []string{"-seal-keys", bad}, stderr: "key \"k1\" is 5 bytes, want 32"},
-			"no ring file":  {args: []string{"-seal-keys", filepath.Join(dir, "none")}, stderr: "no such file"},
+			"no ring":      {stderr: "sealed under key \"k1\", and no ring was given: pass -seal-keys FILE or set IDEMPOTENCY_SEAL_KEYS"},
+			"key removed":  {args: []string{"-seal-keys", lacking}, stderr: "sealed under key \"k1\", which the ring in " + lacking + " does not hold"},
+			"bad ring":     {args: []string{"-seal-keys", bad}, stderr: "key \"k1\" is 5 bytes, want 32"},
+			"no ring file": {args: []string{"-seal-keys", filepath.Join(dir, "none")}, stderr: "no such file"},
 		} {
 			t.Run(name, func(t *testing.T) {
 				r := runCmd(tg, append(record, tc.args...)...)
