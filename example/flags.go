@@ -5,8 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
+
+	"github.com/seed43327c4c/idempotency/store/seal"
 )
 
 // config is the command line, parsed and checked.
@@ -29,7 +32,8 @@ type config struct {
 	mysqlTx        bool
 	webhookSecret  []byte // nil: no -webhook-secret
 	sqliteTx       bool
-	migrateFrom    string // the store being moved from; "" for none
+	migrateFrom    string     // the store being moved from; "" for none
+	sealRing       *seal.Ring // -seal-keys' ring; nil: records are not sealed
 }
 
 // parseFlags reads the command line. getenv supplies the defaults of
@@ -65,6 +69,10 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	})
 	fs.BoolVar(&c.sqliteTx, "sqlite-tx", true, "with -store sqlite, write each payment in the transaction of its idempotency record, in the same file (false: the plain SQLite store)")
 	fs.StringVar(&c.migrateFrom, "migrate-from", "", "while moving to -store from this store (sqlite, redis, postgres or mysql, opened from the same flags): look every key up there first, replaying and copying what it holds (docs/migrating.md)")
+	fs.Func("seal-keys", "seal every stored response and receipt with the key ring in this file: one key a line, ID and 32 bytes in base64, the first line the key that seals (docs/sealing.md)", func(path string) (err error) {
+		c.sealRing, err = readRing(path)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -137,4 +145,14 @@ func mysqlDSNDefault(getenv func(string) string) string {
 		return dsn
 	}
 	return defaultMySQLDSN
+}
+
+// readRing reads -seal-keys' ring from the file at path.
+func readRing(path string) (*seal.Ring, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return seal.ParseRing(f)
 }

@@ -390,3 +390,15 @@ func requireSharedStorm(t *testing.T, p *exampleProc, count func(t *testing.T, t
 	assert.Equal(t, 100, count(t, "payments", ""))
 	assert.Equal(t, 100, count(t, "idempotency_keys", "state = 2"), "one completed record per key")
 }
+
+// sealedPayment sends the k-th payment of a sealing test, under its own
+// key and amount, as testAccount.
+func sealedPayment(t *testing.T, baseURL string, k int) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/payments", strings.NewReader(fmt.Sprintf(`{"amount": %d, "currency": "EUR"}`, 7000+k)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", fmt.Sprintf("sealed-%d", k))
+	asCaller(req, testAccount)
+	return do(t, req)
+}

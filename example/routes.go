@@ -19,8 +19,8 @@ type api struct {
 	delay         time.Duration
 	log           *slog.Logger
 	webhookSecret []byte               // nil: webhook signatures are not checked
-	jobs          store.Store          // where Do keeps the receipts it sends
-	jobObserver   idempotency.Observer // told of each receipt's Do
+	jobs          store.Store            // where Do keeps the receipts it sends
+	jobOptions    []idempotency.DoOption // of each receipt's Do
 }
 
 // routes returns the service's router. Every route but /webhooks needs an
