@@ -18,7 +18,7 @@ type api struct {
 	ledger        ledger
 	delay         time.Duration
 	log           *slog.Logger
-	webhookSecret []byte               // nil: webhook signatures are not checked
+	webhookSecret []byte                 // nil: webhook signatures are not checked
 	jobs          store.Store            // where Do keeps the receipts it sends
 	jobOptions    []idempotency.DoOption // of each receipt's Do
 }
