@@ -13,7 +13,8 @@ import (
 // each one read back with whichever key of ring sealed it, so the store
 // holds no response header or body in plain text. A record no key of ring
 // opens gets 503 record-sealed, and is never run again. It panics if ring
-// is nil. Defaults to none: responses are stored as sent.
+// is nil. Defaults to none: responses are stored as sent, and a sealed one
+// found gets 503 record-sealed.
 func WithSealer(ring *seal.Ring) Option {
 	if ring == nil {
 		panic("idempotency: WithSealer expects a non-nil ring")
@@ -44,10 +45,16 @@ func sealed(ring *seal.Ring, key string, resp *store.Response) *store.Response {
 	return ring.Seal(store.HashKey(key), resp)
 }
 
-// opened returns rec with its response opened for key; without a sealer,
-// rec as it is.
+// opened returns rec with its response opened for key. Without a sealer,
+// a sealed response is refused, never replayed as ciphertext.
 func opened(ring *seal.Ring, key string, rec store.Record) (store.Record, error) {
-	if ring == nil || rec.Response == nil {
+	if rec.Response == nil {
+		return rec, nil
+	}
+	if ring == nil {
+		if id, sealed := seal.KeyID(rec.Response); sealed {
+			return rec, fmt.Errorf("%w: key %q, and no sealer is set", seal.ErrKeyMissing, id)
+		}
 		return rec, nil
 	}
 	resp, err := ring.Open(store.HashKey(key), rec.Response)

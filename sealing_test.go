@@ -125,6 +125,22 @@ func TestWithSealer(t *testing.T) {
 		requireProblem(t, resp, http.StatusUnprocessableEntity, idempotency.ProblemKeyReused)
 	})
 
+	t.Run("a sealed record without a sealer is 503 record-sealed", func(t *testing.T) {
+		s := store.NewMemory()
+		h := &paymentHandler{}
+		post(idempotency.New(idempotency.WithStore(s), idempotency.WithSealer(sealRing(t, "k1")))(h), "k-1", paymentBody(1))
+		var errs errorLog
+		requireProblem(t, post(idempotency.New(idempotency.WithStore(s), errs.option())(h), "k-1", paymentBody(1)),
+			http.StatusServiceUnavailable, idempotency.ProblemRecordSealed)
+		require.ErrorIs(t, errs.all()[0], seal.ErrKeyMissing)
+		_, err := idempotency.Do(context.Background(), s, "job", func(context.Context) ([]byte, error) { return []byte("x"), nil },
+			idempotency.DoSealer(sealRing(t, "k1")))
+		require.NoError(t, err)
+		_, err = idempotency.Do(context.Background(), s, "job", func(context.Context) ([]byte, error) { return []byte("y"), nil })
+		require.ErrorIs(t, err, idempotency.ErrRecordSealed)
+		require.Equal(t, int64(1), h.runs.Load())
+	})
+
 	t.Run("a changed record is 503 record-sealed", func(t *testing.T) {
 		s := &tamperingStore{Store: store.NewMemory()}
 		h := &paymentHandler{}
