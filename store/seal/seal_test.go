@@ -114,3 +114,19 @@ func TestSealOpen(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSealOpen seals and opens a payment's response, as a first
+// request and one replay of it do.
+func BenchmarkSealOpen(b *testing.B) {
+	r, err := seal.NewRing(seal.Key{ID: "k1", Secret: secret(1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp := payment()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Open(hash, r.Seal(hash, resp)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
