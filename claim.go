@@ -48,8 +48,7 @@ func (m *middleware) tryClaim(w http.ResponseWriter, r *http.Request, c *call, t
 		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim: %w", err))
 		return true
 	}
-	m.cache.put(c.key, rec, claimedAt.Sub(epoch), rec.TTL)
-	return m.answerFromRecord(w, r, c, rec)
+	return m.answerFromStore(w, r, c, rec, claimedAt.Sub(epoch))
 }
 
 // tryClaimInTx is tryClaim for a store.TxStore.
@@ -69,8 +68,7 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 		m.storeFailed(w, r, c, fmt.Errorf("idempotency: claim in transaction: %w", err))
 		return true
 	}
-	m.cache.put(c.key, rec, sent, rec.TTL)
-	return m.answerFromRecord(w, r, c, rec)
+	return m.answerFromStore(w, r, c, rec, sent)
 }
 
 // answerFromRecord answers from rec, unless rec is in flight for the same

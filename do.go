@@ -144,6 +144,7 @@ func (j *job) wait(ctx context.Context) ([]byte, error) {
 
 // stored returns the outcome kept in rec; done is false if in flight.
 func (j *job) stored(rec store.Record) (result []byte, err error, done bool) {
+	rec, openErr := opened(j.cfg.sealer, j.key, rec)
 	switch {
 	case rec.Fingerprint != j.cfg.fingerprint:
 		j.decided(OutcomeKeyReused)
@@ -153,6 +154,9 @@ func (j *job) stored(rec store.Record) (result []byte, err error, done bool) {
 	case rec.State == store.StateExpired:
 		j.decided(OutcomeKeyExpired)
 		return nil, fmt.Errorf("%w: it completed at %s", ErrKeyExpired, rec.Completed.UTC().Format(time.RFC3339)), true
+	case openErr != nil:
+		j.decided(OutcomeRecordSealed)
+		return nil, fmt.Errorf("%w: %w", ErrRecordSealed, openErr), true
 	case rec.State == store.StateCompleted && rec.Response != nil:
 		j.decided(OutcomeReplayed)
 		if rec.Response.Status == doFinalStatus {

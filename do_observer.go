@@ -23,6 +23,7 @@ func DoObserver(o Observer) DoOption {
 //   - key_in_flight: ErrInFlight, at once or after DoWait;
 //   - key_reused: ErrKeyReused;
 //   - not_replayable: ErrNotStored;
+//   - record_sealed: ErrRecordSealed (DoSealer);
 //   - store_unavailable: the claim failed, or the record after fn ran.
 type JobEvent struct {
 	Outcome Outcome

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/seed43327c4c/idempotency/store/seal"
 )
 
 // DoOption configures one call of Do.
@@ -19,6 +21,7 @@ type doConfig struct {
 	scope         string
 	errorHandler  func(ctx context.Context, err error) // nil: logged by slog.Default
 	observer      *Observer
+	sealer        *seal.Ring // nil: none
 }
 
 func defaultDoConfig() doConfig {

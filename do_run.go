@@ -62,8 +62,9 @@ func (j *job) run(ctx context.Context, claim store.Record, claimedAt time.Time) 
 		return result, err
 	}
 	rctx := j.recordContext(ctx)
+	stored := sealed(j.cfg.sealer, j.key, resp)
 	cerr := resend(rctx, func(ctx context.Context) error {
-		return j.store.Complete(ctx, j.key, owner, resp, j.cfg.retention)
+		return j.store.Complete(ctx, j.key, owner, stored, j.cfg.retention)
 	})
 	rctx.stop()
 	j.decided(recordedOutcome(cerr))
@@ -123,7 +124,7 @@ func (j *job) runInTx(ctx, txCtx context.Context, owner store.Lease, tx store.Tx
 	}
 	rctx := j.recordContext(ctx)
 	defer rctx.stop()
-	cerr := tx.Commit(rctx, resp, j.cfg.retention)
+	cerr := tx.Commit(rctx, sealed(j.cfg.sealer, j.key, resp), j.cfg.retention)
 	j.decided(recordedOutcome(cerr))
 	if cerr != nil {
 		return nil, fmt.Errorf("idempotency: commit: %w", cerr)

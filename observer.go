@@ -61,6 +61,9 @@ const (
 	OutcomeKeyExpired Outcome = "key_expired"
 	// OutcomeNotReplayable: 409, the response was not stored.
 	OutcomeNotReplayable Outcome = "not_replayable"
+	// OutcomeRecordSealed: 503, the stored response does not open
+	// (WithSealer); the request did not run.
+	OutcomeRecordSealed Outcome = "record_sealed"
 	// OutcomeStoreUnavailable: 503, a claim or commit failed.
 	OutcomeStoreUnavailable Outcome = "store_unavailable"
 	// OutcomeFailOpen: the handler ran unprotected (WithFailOpen).

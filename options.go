@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed43327c4c/idempotency/httpx"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/seal"
 )
 
 // Option configures the middleware built by New.
@@ -48,6 +49,7 @@ type config struct {
 	observer         Observer
 	observeKeys      bool
 	cache            *replayCache // nil: none
+	sealer           *seal.Ring   // nil: none
 }
 
 func defaultConfig() *config {

@@ -33,6 +33,10 @@ const (
 	// ProblemKeyExpired: 422, the request with this key completed and its
 	// record expired; only its tombstone is left, and it will not run again.
 	ProblemKeyExpired = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#key-expired"
+	// ProblemRecordSealed: 503, the request completed, and its stored
+	// response does not open under the service's keys (WithSealer); it will
+	// not run again.
+	ProblemRecordSealed = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#record-sealed"
 	// ProblemStoreUnavailable: 503 with Retry-After, the request did not run.
 	ProblemStoreUnavailable = "https://github.com/seed43327c4c/idempotency/blob/main/docs/problems.md#store-unavailable"
 	// ProblemRequestInterrupted: 503 with Retry-After, the request's context
@@ -76,6 +80,9 @@ var (
 		Detail: "Use a new key for a new request."}
 	problemKeyExpired = httpx.Problem{Type: ProblemKeyExpired, Status: http.StatusUnprocessableEntity,
 		Title: "The request with this Idempotency-Key completed, and its response is no longer kept"}
+	problemRecordSealed = httpx.Problem{Type: ProblemRecordSealed, Status: http.StatusServiceUnavailable,
+		Title:  "The stored response for this Idempotency-Key cannot be read",
+		Detail: "The request was processed and will not run again. The service cannot open its stored response now."}
 	problemCommitFailed = httpx.Problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,
 		Title:  "The request cannot be processed safely right now",
 		Detail: "Its outcome could not be recorded. Retry it with the same Idempotency-Key to run it or get its response."}

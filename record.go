@@ -61,8 +61,9 @@ func (m *middleware) complete(r *http.Request, c *claimedCall, owner store.Lease
 	ctx := m.recordContext(r, c)
 	defer ctx.stop()
 	started, sent := m.storeStart(), m.cache.now()
+	stored := sealed(m.sealer, c.key, resp)
 	err := resend(ctx, func(ctx context.Context) error {
-		return m.store.Complete(ctx, c.key, owner, resp, m.retention)
+		return m.store.Complete(ctx, c.key, owner, stored, m.retention)
 	})
 	m.storeCalled(ctx, StoreComplete, started, err)
 	if err != nil {

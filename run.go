@@ -109,7 +109,7 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *claimedC
 	}
 	ctx := m.recordContext(r, c)
 	committedAt, sent := m.storeStart(), m.cache.now()
-	err := tx.Commit(ctx, resp, m.retention)
+	err := tx.Commit(ctx, sealed(m.sealer, c.key, resp), m.retention)
 	m.storeCalled(ctx, StoreCommit, committedAt, err)
 	ctx.stop()
 	if err != nil {

@@ -24,8 +24,9 @@ import (
 // derived key (Step); a caller's key is sent once. The body is
 // replayed through GetBody or buffered (TransportMaxBodyBytes; a longer one
 // is sent once). It retries transport errors, 409 key-in-flight, 429 and 503
-// with jittered exponential backoff, at least the Retry-After, within the
-// attempt and time budgets or until the context ends.
+// but record-sealed, with jittered exponential backoff, at least the
+// Retry-After, within the attempt and time budgets or until the context
+// ends.
 func NewTransport(base http.RoundTripper, opts ...TransportOption) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -174,7 +175,11 @@ func retryable(resp *http.Response, err error) (retry bool, after time.Duration)
 		return true, 0
 	}
 	switch resp.StatusCode {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	case http.StatusTooManyRequests:
+	case http.StatusServiceUnavailable:
+		if problemType(resp) == ProblemRecordSealed {
+			return false, 0
+		}
 	case http.StatusConflict:
 		if problemType(resp) != ProblemKeyInFlight {
 			return false, 0

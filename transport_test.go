@@ -103,6 +103,7 @@ func TestTransportRetries(t *testing.T) {
 		{"service unavailable", problem(http.StatusServiceUnavailable, idempotency.ProblemStoreUnavailable), 2},
 		{"key reused", problem(http.StatusUnprocessableEntity, idempotency.ProblemKeyReused), 1},
 		{"not replayable", problem(http.StatusConflict, idempotency.ProblemNotReplayable), 1},
+		{"record sealed", problem(http.StatusServiceUnavailable, idempotency.ProblemRecordSealed), 1},
 		{"another conflict", answer(http.StatusConflict, `{"error":"duplicate email"}`), 1},
 		{"bad request", answer(http.StatusBadRequest, "bad"), 1},
 		{"server error", answer(http.StatusInternalServerError, "failed"), 1},

@@ -145,3 +145,13 @@ func TestExamplePostgresTxChaos(t *testing.T) {
 	p := startExample(t, "-store", "postgres", "-database-url", db.URL, "-workers", "4", "-delay", "300ms")
 	requireChaosSurvived(t, p, 5, 700*time.Millisecond, db.paymentsOf, db.count)
 }
+
+// TestExamplePostgresSealed is issue 38's target on Postgres, over the raw
+// rows of the idempotency table (see requireSealedAtRest).
+func TestExamplePostgresSealed(t *testing.T) {
+	db := newPGTestDB(t)
+	requireSealedAtRest(t, func(ring string) *exampleProc {
+		return startExample(t, "-store", "postgres", "-database-url", db.URL, "-seal-keys", ring)
+	}, func() [][]byte { return db.rawRows(t, "idempotency_keys") },
+		func() int { return db.count(t, "payments", "") })
+}

@@ -38,6 +38,26 @@ func TestExampleStormRedis(t *testing.T) {
 		"each worker's idempotency_requests_total{idempotency_outcome=\"replayed\"} counts the replays its clients saw")
 }
 
+// TestExampleRedisSealed is issue 38's target on Redis, over the raw
+// values of the store's keys (see requireSealedAtRest).
+func TestExampleRedisSealed(t *testing.T) {
+	rds := startPrivateRedis(t)
+	requireSealedAtRest(t, func(ring string) *exampleProc {
+		return startExample(t, "-store", "redis", "-redis-url", rds.URL(), "-seal-keys", ring)
+	}, func() [][]byte {
+		client := rds.client()
+		var values [][]byte
+		iter := client.Scan(t.Context(), 0, "idempotency:*", 100).Iterator()
+		for iter.Next(t.Context()) {
+			value, err := client.Get(t.Context(), iter.Val()).Bytes()
+			require.NoError(t, err, "the store keeps each record as a string")
+			values = append(values, value)
+		}
+		require.NoError(t, iter.Err())
+		return values
+	}, func() int { return len(paymentIDs(t, startExample(t, "-store", "redis", "-redis-url", rds.URL()).URL)) })
+}
+
 // TestExampleWebhookRedeliveriesRedis: 13 deliveries of one signed event,
 // 10 at once and 3 later, to four worker processes sharing one Redis: the
 // event is processed once, and every delivery gets the same 200. The same

@@ -5,9 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/seed43327c4c/idempotency/store/seal"
 )
 
 // config is the command line, parsed and checked.
@@ -30,7 +33,8 @@ type config struct {
 	mysqlTx        bool
 	webhookSecret  []byte // nil: no -webhook-secret
 	sqliteTx       bool
-	migrateFrom    string // the store being moved from; "" for none
+	migrateFrom    string     // the store being moved from; "" for none
+	sealRing       *seal.Ring // -seal-keys' ring; nil: records are not sealed
 	crash          crashPoint
 	retention      time.Duration
 	tombstones     time.Duration // 0: none
@@ -75,6 +79,10 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	})
 	fs.DurationVar(&c.retention, "retention", 24*time.Hour, "how long a payment's or an email's response is kept for replay")
 	fs.DurationVar(&c.tombstones, "tombstones", 0, "after -retention, keep a tombstone of each key this long, so that a later retry gets 422 key-expired instead of running again (default 0: none)")
+	fs.Func("seal-keys", "seal every stored response and receipt with the key ring in this file: one key a line, ID and 32 bytes in base64, the first line the key that seals (docs/sealing.md)", func(path string) (err error) {
+		c.sealRing, err = readRing(path)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -153,4 +161,14 @@ func mysqlDSNDefault(getenv func(string) string) string {
 		return dsn
 	}
 	return defaultMySQLDSN
+}
+
+// readRing reads -seal-keys' ring from the file at path.
+func readRing(path string) (*seal.Ring, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return seal.ParseRing(f)
 }

@@ -1,11 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store/seal"
 )
 
 func env(vars map[string]string) func(string) string {
@@ -142,4 +150,57 @@ func TestFlagsMySQLDSN(t *testing.T) {
 		assert.Equal(t, want, cfg.mysqlDSN, "MYSQL_DSN=%q", environment)
 		assert.True(t, cfg.mysqlTx, "transactional by default")
 	}
+}
+
+// TestFlagsSealKeys: -seal-keys reads a ring; a file that is missing or
+// not a ring is refused at start-up, saying why.
+func TestFlagsSealKeys(t *testing.T) {
+	dir := t.TempDir()
+	c, err := parseFlags([]string{"-seal-keys", writeRing(t, dir, "k2", "k1")}, env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "k2", c.sealRing.Current())
+	require.True(t, c.sealRing.Has("k1"))
+
+	c, err = parseFlags(nil, env(nil))
+	require.NoError(t, err)
+	require.Nil(t, c.sealRing)
+
+	for name, tc := range map[string]struct{ src, want string }{
+		"no current key": {"# no keys yet\n", "a ring needs a current key"},
+		"wrong length":   {"k1 c2hvcnQ=\n", `key "k1" is 5 bytes, want 32`},
+		"malformed line": {"k1\n", "line 1"},
+		"duplicate id":   {readFile(t, writeRing(t, dir, "k1")) + readFile(t, writeRing(t, dir, "k1")), `"k1" is in the ring twice`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "ring")
+			require.NoError(t, os.WriteFile(path, []byte(tc.src), 0o600))
+			_, err := parseFlags([]string{"-seal-keys", path}, env(nil))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	_, err = parseFlags([]string{"-seal-keys", filepath.Join(dir, "none")}, env(nil))
+	require.ErrorContains(t, err, "no such file")
+}
+
+// writeRing writes a ring of the keys named, the first current, into a new
+// file in dir and returns its path; a key's secret is its id repeated.
+func writeRing(t *testing.T, dir string, ids ...string) string {
+	t.Helper()
+	var src strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&src, "%s %s\n", id, base64.StdEncoding.EncodeToString(bytes.Repeat([]byte(id), seal.KeySize)[:seal.KeySize]))
+	}
+	f, err := os.CreateTemp(dir, "ring")
+	require.NoError(t, err)
+	_, err = f.WriteString(src.String())
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	return f.Name()
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
 }

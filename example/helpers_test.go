@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed43327c4c/idempotency"
 	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/storetest"
 )
@@ -400,4 +401,67 @@ func requireSharedStorm(t *testing.T, p *exampleProc, count func(t *testing.T, t
 	assert.Positive(t, res.conflicts, "no duplicate arrived while its first request was running")
 	assert.Equal(t, 100, count(t, "payments", ""))
 	assert.Equal(t, 100, count(t, "idempotency_keys", "state = 2"), "one completed record per key")
+}
+
+// sealedPayment sends the k-th payment of a sealing test, under its own
+// key and amount, as testAccount.
+func sealedPayment(t *testing.T, baseURL string, k int) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/payments", strings.NewReader(fmt.Sprintf(`{"amount": %d, "currency": "EUR"}`, 7000+k)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", fmt.Sprintf("sealed-%d", k))
+	asCaller(req, testAccount)
+	return do(t, req)
+}
+
+// requireSealedAtRest is issue 38's target: after 100 payments to the
+// example start runs with a ring of one key, no record dump returns (the
+// store's raw values, one per record) holds a payment's body or header in
+// plain text; restarted with a new key first and the old one kept, all 100
+// replay byte for byte; restarted without the old key, each is 503
+// record-sealed, and paid still counts 100.
+func requireSealedAtRest(t *testing.T, start func(ring string) *exampleProc, dump func() [][]byte, paid func() int) {
+	t.Helper()
+	const payments = 100
+	dir := t.TempDir()
+	p := start(writeRing(t, dir, "2026-01"))
+	first := make([]answer, payments)
+	for k := range payments {
+		first[k] = sealedPayment(t, p.URL, k)
+		require.Equal(t, http.StatusCreated, first[k].status, first[k].body)
+	}
+	p.Stop()
+	records := dump()
+	require.Len(t, records, payments)
+	for k, a := range first {
+		var made payment
+		require.NoError(t, json.Unmarshal([]byte(a.body), &made))
+		for _, plain := range []string{made.ID, a.header.Get("Location"), "application/json", `"amount"`, "Location"} {
+			for _, record := range records {
+				require.False(t, bytes.Contains(record, []byte(plain)), "payment %d: a record holds %q", k, plain)
+			}
+		}
+	}
+
+	p = start(writeRing(t, dir, "2026-06", "2026-01"))
+	for k := range payments {
+		replay := sealedPayment(t, p.URL, k)
+		require.Equal(t, "true", replay.header.Get("Idempotent-Replayed"))
+		require.Equal(t, first[k].body, replay.body, "payment %d", k)
+		for _, name := range []string{"Content-Type", "Location", "Content-Length"} {
+			require.Equal(t, first[k].header.Get(name), replay.header.Get(name), "payment %d: %s", k, name)
+		}
+	}
+	p.Stop()
+
+	p = start(writeRing(t, dir, "2026-06"))
+	for k := range payments {
+		a := sealedPayment(t, p.URL, k)
+		require.Equal(t, http.StatusServiceUnavailable, a.status)
+		require.Contains(t, a.body, idempotency.ProblemRecordSealed)
+	}
+	p.Stop()
+	require.Contains(t, p.Log(), "seal: sealed under a key not in the ring")
+	assert.Equal(t, payments, paid(), "one payment per key, none run again")
 }

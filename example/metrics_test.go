@@ -23,7 +23,7 @@ import (
 func TestMetrics(t *testing.T) {
 	m, err := newMetrics()
 	require.NoError(t, err)
-	a := withProvider(t, &api{ledger: &memoryLedger{}, log: slog.New(slog.DiscardHandler), jobs: store.NewMemory(), jobObserver: m.observer})
+	a := withProvider(t, &api{ledger: &memoryLedger{}, log: slog.New(slog.DiscardHandler), jobs: store.NewMemory(), jobOptions: []idempotency.DoOption{idempotency.DoObserver(m.observer)}})
 	observe := idempotency.WithObserver(m.observer)
 	srv := httptest.NewServer(withMetrics(m, a.routes(newMiddleware(nil, 30*time.Second, a.log, observe),
 		newWebhookMiddleware(nil, 30*time.Second, a.log, observe))))

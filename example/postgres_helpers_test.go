@@ -94,6 +94,25 @@ func (db *pgTestDB) count(t *testing.T, table, where string) int {
 	return n
 }
 
+// rawRows returns every row of the schema's table as the server sends it,
+// each column's bytes one after another.
+func (db *pgTestDB) rawRows(t *testing.T, table string) [][]byte {
+	t.Helper()
+	rows, err := db.admin.Query(context.Background(), "SELECT * FROM "+db.schema+"."+table)
+	require.NoError(t, err)
+	defer rows.Close()
+	var dump [][]byte
+	for rows.Next() {
+		var row []byte
+		for _, col := range rows.RawValues() {
+			row = append(row, col...)
+		}
+		dump = append(dump, row)
+	}
+	require.NoError(t, rows.Err())
+	return dump
+}
+
 // terminate ends every connection the role has open and returns how many
 // there were.
 func (db *pgTestDB) terminate(t *testing.T) int {

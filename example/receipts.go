@@ -36,11 +36,14 @@ func (a *api) sendReceipt(w http.ResponseWriter, r *http.Request) {
 	body, err := idempotency.Do(r.Context(), a.jobs, "receipt:"+p.ID, func(ctx context.Context) ([]byte, error) {
 		a.log.Info("receipt sent", "payment", p.ID, "account", account(r), "pid", pid)
 		return json.Marshal(receipt{Payment: p.ID, Account: account(r), SentBy: pid})
-	}, idempotency.DoRetention(receiptRetention), idempotency.DoObserver(a.jobObserver))
+	}, a.jobOptions...)
 	switch {
 	case errors.Is(err, idempotency.ErrInFlight):
 		w.Header().Set("Retry-After", "1")
 		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusConflict, Detail: "the receipt is being sent"})
+	case errors.Is(err, idempotency.ErrRecordSealed):
+		a.log.Error("a sent receipt cannot be opened", "err", err)
+		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusServiceUnavailable, Detail: "the receipt was sent; its copy cannot be read now"})
 	case err != nil:
 		a.log.Error("sending a receipt failed", "err", err)
 		w.Header().Set("Retry-After", "1")

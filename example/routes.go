@@ -18,12 +18,12 @@ type api struct {
 	ledger        ledger
 	delay         time.Duration
 	log           *slog.Logger
-	webhookSecret []byte               // nil: webhook signatures are not checked
-	jobs          store.Store          // where Do keeps the receipts it sends
-	jobObserver   idempotency.Observer // told of each receipt's Do
-	provider      *http.Client         // the fake provider's client (newProviderClient)
-	providerURL   string               // POST /provider/charges of this service
-	crash         crashPoint           // -crash-after-step
+	webhookSecret []byte                 // nil: webhook signatures are not checked
+	jobs          store.Store            // where Do keeps the receipts it sends
+	jobOptions    []idempotency.DoOption // of each receipt's Do
+	provider      *http.Client           // the fake provider's client (newProviderClient)
+	providerURL   string                 // POST /provider/charges of this service
+	crash         crashPoint             // -crash-after-step
 }
 
 // routes returns the service's router. Every route but /webhooks and the

@@ -53,12 +53,17 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer func() { _ = m.shutdown(context.Background()) }()
-	a := &api{ledger: led, delay: cfg.delay, log: logger, webhookSecret: cfg.webhookSecret, jobs: st, jobObserver: m.observer,
-		provider: newProviderClient(), providerURL: providerURL(ln), crash: cfg.crash}
-	observe := idempotency.WithObserver(m.observer)
+	a := &api{ledger: led, delay: cfg.delay, log: logger, webhookSecret: cfg.webhookSecret, jobs: st,
+		jobOptions: []idempotency.DoOption{idempotency.DoRetention(receiptRetention), idempotency.DoObserver(m.observer)},
+		provider:   newProviderClient(), providerURL: providerURL(ln), crash: cfg.crash}
+	extra := []idempotency.Option{idempotency.WithObserver(m.observer)}
+	if cfg.sealRing != nil {
+		extra = append(extra, idempotency.WithSealer(cfg.sealRing))
+		a.jobOptions = append(a.jobOptions, idempotency.DoSealer(cfg.sealRing))
+	}
 	srv := &http.Server{
-		Handler: withHealth(st, logger, withMetrics(m, a.routes(newMiddleware(st, cfg.lease, logger, observe, idempotency.WithRetention(cfg.retention)),
-			newWebhookMiddleware(st, cfg.lease, logger, observe)))),
+		Handler: withHealth(st, logger, withMetrics(m, a.routes(newMiddleware(st, cfg.lease, logger, append(extra, idempotency.WithRetention(cfg.retention))...),
+			newWebhookMiddleware(st, cfg.lease, logger, extra...)))),
 		// A client gets this long to send its request line and headers,
 		// so connections that open and then send nothing do not pile up.
 		ReadHeaderTimeout: 10 * time.Second,

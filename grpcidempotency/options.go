@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store/seal"
 )
 
 // Option configures the interceptor built by UnaryServerInterceptor.
@@ -29,6 +30,7 @@ type config struct {
 	storeTimeout  time.Duration // 0: Do's default
 	recordTimeout time.Duration // 0: the lease
 	wait          time.Duration
+	sealer        *seal.Ring // nil: none
 }
 
 func newConfig(opts []Option) *config {
@@ -59,6 +61,9 @@ func (c *config) doOptions() []idempotency.DoOption {
 	}
 	if c.recordTimeout > 0 {
 		opts = append(opts, idempotency.DoRecordTimeout(c.recordTimeout))
+	}
+	if c.sealer != nil {
+		opts = append(opts, idempotency.DoSealer(c.sealer))
 	}
 	return opts
 }
@@ -176,6 +181,16 @@ func WithRecordTimeout(d time.Duration) Option {
 func WithWait(d time.Duration) Option {
 	d = positive("WithWait", d)
 	return func(c *config) { c.wait = d }
+}
+
+// WithSealer seals each stored reply with ring, as idempotency.WithSealer
+// does; a reply no key of ring opens gets FailedPrecondition, the method
+// not run. It panics if ring is nil. Defaults to none.
+func WithSealer(ring *seal.Ring) Option {
+	if ring == nil {
+		panic("grpcidempotency: WithSealer expects a non-nil ring")
+	}
+	return func(c *config) { c.sealer = ring }
 }
 
 func positive[T int | time.Duration](option string, v T) T {

@@ -153,6 +153,9 @@ func (i *interceptor) answerFromRecord(ctx context.Context, stored []byte, err e
 		return nil, status.Error(codes.FailedPrecondition, "the call with this idempotency-key ran; its record expired")
 	case errors.Is(err, idempotency.ErrNotStored):
 		return nil, status.Error(codes.FailedPrecondition, "the call with this idempotency-key ran; its reply was not stored")
+	case errors.Is(err, idempotency.ErrRecordSealed):
+		i.errorHandler(ctx, err)
+		return nil, status.Error(codes.FailedPrecondition, "the call with this idempotency-key ran; its stored reply cannot be opened")
 	case ctx.Err() != nil:
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}

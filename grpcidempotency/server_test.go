@@ -1,6 +1,7 @@
 package grpcidempotency_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/seed43327c4c/idempotency"
 	"github.com/seed43327c4c/idempotency/grpcidempotency"
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/seal"
 )
 
 // TestServerRunsOnceAndReplays: the first call with a key runs the handler;
@@ -110,6 +112,39 @@ func TestServerKeyExpired(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	require.Equal(t, codes.FailedPrecondition, status.Code(charge(t.Context(), conn, "k", 10).err))
 	require.EqualValues(t, 1, p.runs.Load())
+}
+
+// TestServerSealer: with WithSealer a reply is stored sealed and replayed;
+// one sealed under a key the ring lost gets FailedPrecondition, the method
+// not run again.
+func TestServerSealer(t *testing.T) {
+	ring := func(ids ...string) *seal.Ring {
+		var keys []seal.Key
+		for _, id := range ids {
+			keys = append(keys, seal.Key{ID: id, Secret: bytes.Repeat([]byte(id), seal.KeySize)[:seal.KeySize]})
+		}
+		r, err := seal.NewRing(keys...)
+		require.NoError(t, err)
+		return r
+	}
+	s := store.NewMemory()
+	p := &payments{}
+	first := charge(t.Context(), serve(t, p, s, grpcidempotency.WithSealer(ring("old"))), "k", 10)
+	require.NoError(t, first.err)
+	hashes, err := s.Find(t.Context(), "", 2)
+	require.NoError(t, err)
+	rec, _, err := s.Inspect(t.Context(), hashes[0])
+	require.NoError(t, err)
+	_, sealed := seal.KeyID(rec.Response)
+	require.True(t, sealed)
+
+	replay := charge(t.Context(), serve(t, p, s, grpcidempotency.WithSealer(ring("new", "old"))), "k", 10)
+	require.NoError(t, replay.err)
+	require.True(t, proto.Equal(first.reply, replay.reply))
+	lost := charge(t.Context(), serve(t, p, s, grpcidempotency.WithSealer(ring("new")), grpcidempotency.WithErrorHandler(func(context.Context, error) {})), "k", 10)
+	require.Equal(t, codes.FailedPrecondition, status.Code(lost.err))
+	require.EqualValues(t, 1, p.runs.Load())
+	require.PanicsWithValue(t, "grpcidempotency: WithSealer expects a non-nil ring", func() { grpcidempotency.WithSealer(nil) })
 }
 
 // TestServerKeyField: with WithKeyField, a request whose field is set is

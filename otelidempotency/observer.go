@@ -78,7 +78,7 @@ func newObserver(meter metric.Meter) *observer {
 			idempotency.OutcomeReplayed, idempotency.OutcomeKeyInFlight, idempotency.OutcomeKeyReused, idempotency.OutcomeKeyExpired,
 			idempotency.OutcomeNotReplayable, idempotency.OutcomeStoreUnavailable, idempotency.OutcomeFailOpen,
 			idempotency.OutcomeKeyMissing, idempotency.OutcomeKeyInvalid, idempotency.OutcomeBodyTooLarge,
-			idempotency.OutcomeRequestInterrupted, idempotency.OutcomeScopeMissing),
+			idempotency.OutcomeRequestInterrupted, idempotency.OutcomeScopeMissing, idempotency.OutcomeRecordSealed),
 		ops: newAttributeSets(operationKey, idempotency.StoreClaim, idempotency.StoreRenew,
 			idempotency.StoreComplete, idempotency.StoreRelease, idempotency.StoreCommit, idempotency.StoreRollback),
 		leases: newAttributeSets(leaseResultKey, idempotency.LeaseRenewed, idempotency.LeaseFailed, idempotency.LeaseLost),

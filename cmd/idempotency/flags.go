@@ -24,6 +24,7 @@ type command struct {
 	job                       string
 	hash                      string
 	force                     bool
+	sealKeys                  string // inspect: a ring's file; "" reads IDEMPOTENCY_SEAL_KEYS
 	timeout                   time.Duration
 }
 
@@ -47,7 +48,7 @@ var errUsage = errors.New("usage")
 // parseCommand reads args: the subcommand, then its flags.
 func parseCommand(args []string, stderr io.Writer) (command, error) {
 	if len(args) == 0 || !slices.Contains([]string{"inspect", "delete"}, args[0]) {
-		fmt.Fprintf(stderr, "usage: idempotency inspect|delete -store %s -url URL (-route R -key K [-scope S] [-method M] | -job KEY [-scope S] | -hash PREFIX) [-force]\n",
+		fmt.Fprintf(stderr, "usage: idempotency inspect|delete -store %s -url URL (-route R -key K [-scope S] [-method M] | -job KEY [-scope S] | -hash PREFIX) [-seal-keys FILE] [-force]\n",
 			strings.Join(storeKinds(), "|"))
 		return command{}, errUsage
 	}
@@ -65,6 +66,9 @@ func parseCommand(args []string, stderr io.Writer) (command, error) {
 	fs.StringVar(&c.key, "key", "", "a request's Idempotency-Key, unquoted")
 	fs.StringVar(&c.job, "job", "", "the key a job was given to idempotency.Do")
 	fs.StringVar(&c.hash, "hash", "", "a prefix of the record's hash, such as the key_hash of a log line")
+	if c.name == "inspect" {
+		fs.StringVar(&c.sealKeys, "seal-keys", "", "the key ring file the service seals records with (WithSealer), to open a sealed record; default: the file $"+envSealKeys+" names")
+	}
 	if c.name == "delete" {
 		fs.BoolVar(&c.force, "force", false, "delete a record in flight under a live lease: a duplicate may then run while the first still runs")
 	}

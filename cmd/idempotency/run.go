@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/seed43327c4c/idempotency/store"
@@ -47,15 +49,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	out := map[string]any{"hash": hash}
 	if c.name == "inspect" {
-		err = inspect(ctx, s, hash, found, out)
+		err = inspect(ctx, s, hash, found, cmp.Or(c.sealKeys, os.Getenv(envSealKeys)), out)
 	} else {
 		err = remove(ctx, s, hash, found, c.force, out)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, errUnopened) {
 		return fail(err)
 	}
 	if err := json.NewEncoder(stdout).Encode(out); err != nil {
 		return fail(err)
+	}
+	if err != nil {
+		return fail(err) // the record, all but what could not be opened, is printed
 	}
 	if out["state"] == "absent" || out["deleted"] == false {
 		return exitAbsent

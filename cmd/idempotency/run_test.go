@@ -15,12 +15,12 @@ import (
 )
 
 // pay sends a payment through the middleware on s, scoped by the X-Account
-// header, and returns the body the client got.
-func pay(t *testing.T, s store.Store, account, key string) string {
+// header, with opts, and returns the body the client got.
+func pay(t *testing.T, s store.Store, account, key string, opts ...idempotency.Option) string {
 	t.Helper()
-	mw := idempotency.New(idempotency.WithStore(s),
+	mw := idempotency.New(append([]idempotency.Option{idempotency.WithStore(s),
 		idempotency.WithScope(func(r *http.Request) string { return r.Header.Get("X-Account") }),
-	)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	}, opts...)...)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte(`{"id":"pay_1","amount":500}`))
