@@ -38,7 +38,11 @@ SELECT state = 1 AND token = ?2, state, fingerprint, fence, status, header, body
 FROM idempotency_keys WHERE key = ?1 AND expires_at > NOW`)
 
 // Claim implements store.Store: a read of a live record, then, if there is
-// none, claimSQL. The lease counts in whole milliseconds.
+// none, claimSQL. The lease counts in whole milliseconds. A key it cannot
+// decide within ctx's deadline or the busy timeout, as the file's write
+// lock stayed taken or owners' writes waited for it, is answered in flight
+// for fingerprint with no owner and a TTL of 0, claimed false: the caller
+// answers 409, and the client's retry decides it.
 func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
 	if token == "" {
 		return store.Record{}, false, fmt.Errorf("sqlitestore: claim: %w", store.ErrEmptyToken)
@@ -55,22 +59,25 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	)
 	row := store.HashKey(key)
 	// The read waits for the turn too: duplicates answered outside it come
-	// back sooner and take the CPU that the owners' renewals need.
-	err := s.inTurn(ctx, "claim", other, func(conn *sql.Conn) error {
+	// back sooner and take the CPU that the owners' renewals need. It is
+	// made again on each try, so that a duplicate whose first request
+	// claimed the key meanwhile is answered at once.
+	err := s.otherWrite(ctx, "claim", func(conn *sql.Conn) error {
 		err := conn.QueryRowContext(ctx, liveSQL, row, []byte(token)).
 			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
-		switch {
-		case err == nil:
-			return nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return wrap("claim", err)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
 		}
-		return s.writeOn(ctx, "claim", conn, other, func(conn *sql.Conn) error {
-			return conn.QueryRowContext(ctx, claimSQL, row, []byte(fingerprint), []byte(token), lease.Milliseconds()).
-				Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
-		})
+		if s.openGate(ctx).ownerWaiting() {
+			return errOwnerWaiting
+		}
+		return conn.QueryRowContext(ctx, claimSQL, row, []byte(fingerprint), []byte(token), lease.Milliseconds()).
+			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrBusy), err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return store.Record{State: store.StateInFlight, Fingerprint: fingerprint}, false, nil
+	case err != nil:
 		return store.Record{}, false, err
 	}
 	rec, err := rowRecord(state, fp, fence, status, header, body, ttl)

@@ -19,6 +19,7 @@ type Store struct {
 	logger    *slog.Logger
 	abandoned time.Duration
 	turn      turn
+	gate      gate
 	watches   watches
 	pollEvery time.Duration
 	txLease   time.Duration

@@ -29,11 +29,21 @@ func NewTx(db *sql.DB, opts ...Option) *TxStore {
 // BeginClaim implements store.TxStore. It commits a claim as Claim does,
 // under WithTxLease's lease, renewed until the handler's Tx holds the write
 // lock: SQLite has one writer, so the lock is taken only then. A lost claim reports
-// the holder's lease as its TTL.
+// the holder's lease as its TTL. A claim made only after ctx's deadline is
+// released and answered as one that could not be decided in time (see Claim).
 func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string) (context.Context, store.Record, store.Tx, error) {
 	rec, claimed, err := s.Claim(ctx, key, fingerprint, token, s.txLease)
 	if err != nil || !claimed {
 		return ctx, rec, nil, err
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// Its caller would roll back a claim that came after its deadline:
+		// the key is given back here and answered as Claim answers a key
+		// it could not decide in time.
+		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		defer cancel()
+		_ = s.Release(undo, key, rec.Owner) // failing, the key is free when the lease lapses
+		return ctx, store.Record{State: store.StateInFlight, Fingerprint: fingerprint}, nil, nil
 	}
 	c := newClaimTx(s, key, rec.Owner)
 	return context.WithValue(ctx, txKey{}, c), rec, c, nil
