@@ -14,8 +14,9 @@ import (
 // claimSQL claims key ?1 for fingerprint ?2 under token ?3 for ?4 ms. A
 // live row gets its own values back, so that RETURNING reports it: SQLite
 // writes nothing for unchanged bytes, and no index holds a column set
-// here. One writing statement runs at a time per file, so two claims never
-// both see the key free.
+// here. A takeover of an in-flight row for the same fingerprint keeps its
+// steps, which only a claim gets back. One writing statement runs at a
+// time per file, so two claims never both see the key free.
 var claimSQL = onSQLiteClock(`
 INSERT INTO idempotency_keys AS t (key, fingerprint, state, token, fence, expires_at, sweep_at)
 VALUES (?1, ?2, 1, ?3, 1, NOW + ?4, NOW + ?4)
@@ -27,14 +28,17 @@ ON CONFLICT (key) DO UPDATE SET
     status      = iif(t.expires_at <= NOW, NULL, t.status),
     header      = iif(t.expires_at <= NOW, NULL, t.header),
     body        = iif(t.expires_at <= NOW, NULL, t.body),
+    steps       = iif(t.expires_at <= NOW, iif(t.state = 1 AND t.fingerprint = excluded.fingerprint, t.steps, NULL), t.steps),
     expires_at  = iif(t.expires_at <= NOW, excluded.expires_at, t.expires_at)
-RETURNING state = 1 AND token = ?3, state, fingerprint, fence, status, header, body, expires_at - NOW`)
+RETURNING state = 1 AND token = ?3, state, fingerprint, fence, status, header, body, expires_at - NOW,
+    iif(state = 1 AND token = ?3, steps, NULL)`)
 
 // liveSQL reads key ?1 as claimSQL returns it for token ?2, if it has not
 // expired, without the write lock: a replay or a duplicate never waits
 // for a writer.
 var liveSQL = onSQLiteClock(`
-SELECT state = 1 AND token = ?2, state, fingerprint, fence, status, header, body, expires_at - NOW
+SELECT state = 1 AND token = ?2, state, fingerprint, fence, status, header, body, expires_at - NOW,
+    iif(state = 1 AND token = ?2, steps, NULL)
 FROM idempotency_keys WHERE key = ?1 AND expires_at > NOW`)
 
 // Claim implements store.Store: a read of a live record, then, if there is
@@ -56,6 +60,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		header  []byte
 		body    []byte
 		ttl     int64
+		steps   []byte
 	)
 	row := store.HashKey(key)
 	// The read waits for the turn too: duplicates answered outside it come
@@ -64,7 +69,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	// claimed the key meanwhile is answered at once.
 	err := s.otherWrite(ctx, "claim", func(conn *sql.Conn) error {
 		err := conn.QueryRowContext(ctx, liveSQL, row, []byte(token)).
-			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
+			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl, &steps)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -72,7 +77,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 			return errOwnerWaiting
 		}
 		return conn.QueryRowContext(ctx, claimSQL, row, []byte(fingerprint), []byte(token), lease.Milliseconds()).
-			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl)
+			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl, &steps)
 	})
 	switch {
 	case errors.Is(err, ErrBusy), err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -81,6 +86,9 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		return store.Record{}, false, err
 	}
 	rec, err := rowRecord(state, fp, fence, status, header, body, ttl)
+	if err == nil {
+		rec.Steps, err = decodeSteps(steps)
+	}
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
