@@ -77,9 +77,8 @@ func (c *claimTx) begin(ctx context.Context) (*sql.Conn, error) {
 	}
 	// Waiting here, as for the file, is an owner's wait: claims of every
 	// process stand back until this request holds the lock.
-	gate := c.s.openGate(ctx)
-	gate.enter()
-	defer gate.leave()
+	c.s.gate.enter()
+	defer c.s.gate.leave()
 	if err := c.s.writing.take(ctx, false); err != nil {
 		return nil, wrap("tx", err)
 	}

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"sync"
 )
@@ -23,10 +24,11 @@ type gate struct {
 }
 
 // openGate opens the lock file beside db's file on the first call that can
-// read the file's name, and returns the gate. A database without a file,
+// read the file's name on conn, and returns the gate; an owner may enter
+// it before. A database without a file,
 // or a lock file that cannot be opened (logged once), gives a gate of this
 // process only.
-func (s *Store) openGate(ctx context.Context) *gate {
+func (s *Store) openGate(ctx context.Context, conn *sql.Conn) *gate {
 	g := &s.gate
 	g.mu.Lock()
 	opened := g.opened
@@ -35,7 +37,7 @@ func (s *Store) openGate(ctx context.Context) *gate {
 		return g
 	}
 	var path string
-	if err := s.db.QueryRowContext(ctx, "SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&path); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&path); err != nil {
 		return g // tried again next time
 	}
 	g.mu.Lock()

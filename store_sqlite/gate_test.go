@@ -17,7 +17,10 @@ func TestGateHoldsOffOtherProcessesClaims(t *testing.T) {
 	h := startHelper(t, path)
 	mustClaim(t, h, "warm", "helper", time.Minute) // the helper's gate is open
 
-	g := s.openGate(t.Context())
+	conn, err := s.db.Conn(t.Context())
+	require.NoError(t, err)
+	g := s.openGate(t.Context(), conn)
+	require.NoError(t, conn.Close())
 	g.enter()
 	replied := make(chan Reply, 1)
 	go func() {

@@ -7,8 +7,8 @@ import (
 )
 
 // Migrate creates the store's table and index (schema.sql) if they are
-// missing, and adds the steps column (migration2.sql) to a table made
-// without it. Any number of processes may call it at once: one migrates,
+// missing, and adds the steps and completed_at columns (migration2.sql)
+// to a table made without them. Any number of processes may call it at once: one migrates,
 // the others wait for it within the busy timeout and find nothing to do.
 func (s *Store) Migrate(ctx context.Context) error {
 	return inImmediateTx(ctx, s.db, "migrate", func(conn *sql.Conn) error {

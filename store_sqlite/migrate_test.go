@@ -42,8 +42,8 @@ func TestMigrateConcurrently(t *testing.T) {
 }
 
 // TestMigrateAddsSteps: a table made before steps (schema.sql alone)
-// gets the steps column from Migrate, its records kept, and its keys then
-// keep steps.
+// gets the steps and completed_at columns from Migrate, its records kept,
+// and its keys then keep steps.
 func TestMigrateAddsSteps(t *testing.T) {
 	path := testFile(t)
 	db := openTestDB(t, path)
@@ -58,7 +58,7 @@ VALUES (?, CAST('fp' AS BLOB), 1, CAST('t' AS BLOB), 1, 1e14, 1e14)`, store.Hash
 	require.NoError(t, s.Migrate(t.Context()))
 	var columns string
 	require.NoError(t, db.QueryRow(`SELECT group_concat(name) FROM pragma_table_info('idempotency_keys')`).Scan(&columns))
-	require.True(t, strings.HasSuffix(columns, ",steps"), "columns: %s", columns)
+	require.True(t, strings.HasSuffix(columns, ",steps,completed_at"), "columns: %s", columns)
 	require.NoError(t, s.SaveStep(t.Context(), "old", old, store.Step{Name: "charge", Result: []byte("ok")}))
 	require.NoError(t, s.Migrate(t.Context()), "Migrate on a migrated table changes nothing")
 	rec, claimed, err := s.Claim(t.Context(), "old", "fp", old.Token, time.Minute)

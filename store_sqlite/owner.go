@@ -23,6 +23,7 @@ WHERE key = ?1 AND token = ?2 AND fence = ?3 AND state = 1`)
 UPDATE idempotency_keys
 SET state = iif(state = 1, ?4, state), status = iif(state = 1, ?5, status),
     header = iif(state = 1, ?6, header), body = iif(state = 1, ?7, body), steps = iif(state = 1, NULL, steps),
+    completed_at = iif(state = 1, NOW, completed_at),
     expires_at = iif(state = 1, NOW + ?8, expires_at), sweep_at = iif(state = 1, NOW + ?8, sweep_at)
 WHERE key = ?1 AND token = ?2 AND fence = ?3`)
 

@@ -36,7 +36,7 @@ var errOwnerWaiting = fmt.Errorf("an owner's write waits for the file (%w)", Err
 func (s *Store) write(ctx context.Context, op string, k kind, statement func(conn *sql.Conn) error) error {
 	if k == other {
 		return s.otherWrite(ctx, op, func(conn *sql.Conn) error {
-			if s.openGate(ctx).ownerWaiting() {
+			if s.openGate(ctx, conn).ownerWaiting() {
 				return errOwnerWaiting
 			}
 			return statement(conn)
@@ -86,7 +86,7 @@ func (s *Store) ownerWrite(ctx context.Context, op string, conn *sql.Conn, k kin
 				return wrapped(op, err)
 			}
 			if gate == nil {
-				gate = s.openGate(ctx)
+				gate = s.openGate(ctx, conn)
 				gate.enter()
 				defer gate.leave()
 			}
