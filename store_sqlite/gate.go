@@ -13,21 +13,21 @@ import (
 // whichever connection asks first, in any process. While an owner of this
 // process waits, the process holds a shared lock on the file path+"-owners"
 // (a lock file of no content); a claim probes it for an exclusive lock.
-// Where locking that file is not possible, owners go first within each
-// process only.
+// The lock file is open only while the process waits or probes, so that
+// nothing holds it otherwise. Where locking it is not possible, owners go
+// first within each process only.
 type gate struct {
 	mu      sync.Mutex
-	opened  bool     // the lock files were looked for
+	opened  bool     // the database's file name was looked up
+	path    string   // the lock file; "" for none
 	waiting int      // owner writes of this process waiting
-	owners  *os.File // shared-locked while waiting > 0; nil: no gate
-	probe   *os.File // another open file: its lock conflicts with owners'
+	owners  *os.File // open and shared-locked while waiting > 0
 }
 
-// openGate opens the lock file beside db's file on the first call that can
-// read the file's name on conn, and returns the gate; an owner may enter
-// it before. A database without a file,
-// or a lock file that cannot be opened (logged once), gives a gate of this
-// process only.
+// openGate looks up the lock file beside db's file on the first call that
+// can read the file's name on conn, and returns the gate; an owner may
+// enter it before. A database without a file gives a gate of this process
+// only.
 func (s *Store) openGate(ctx context.Context, conn *sql.Conn) *gate {
 	g := &s.gate
 	g.mu.Lock()
@@ -46,22 +46,11 @@ func (s *Store) openGate(ctx context.Context, conn *sql.Conn) *gate {
 		return g
 	}
 	g.opened = true
-	if path == "" || !haveFlock {
-		return g
-	}
-	owners, err := openLockFile(path + "-owners")
-	if err == nil {
-		if g.probe, err = openLockFile(path + "-owners"); err != nil {
-			_ = owners.Close()
+	if path != "" && haveFlock {
+		g.path = path + "-owners"
+		if g.waiting > 0 {
+			g.lockOwners()
 		}
-	}
-	if err != nil {
-		s.logger.Warn("sqlitestore: owners go first only within each process", "err", err)
-		return g
-	}
-	g.owners = owners
-	if g.waiting > 0 {
-		_ = lockShared(g.owners)
 	}
 	return g
 }
@@ -71,8 +60,8 @@ func (g *gate) enter() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.waiting++
-	if g.waiting == 1 && g.owners != nil {
-		_ = lockShared(g.owners) // failing, this process's owners go first only here
+	if g.waiting == 1 && g.path != "" {
+		g.lockOwners()
 	}
 }
 
@@ -82,8 +71,23 @@ func (g *gate) leave() {
 	defer g.mu.Unlock()
 	g.waiting--
 	if g.waiting == 0 && g.owners != nil {
-		_ = unlock(g.owners)
+		_ = g.owners.Close() // which ends its lock
+		g.owners = nil
 	}
+}
+
+// lockOwners opens the lock file and takes its shared lock; failing, this
+// process's owners go first only here. g.mu is held.
+func (g *gate) lockOwners() {
+	f, err := openLockFile(g.path)
+	if err != nil {
+		return
+	}
+	if lockShared(f) != nil {
+		_ = f.Close()
+		return
+	}
+	g.owners = f
 }
 
 // ownerWaiting reports whether an owner's write of any process sharing
@@ -94,12 +98,13 @@ func (g *gate) ownerWaiting() bool {
 	if g.waiting > 0 {
 		return true
 	}
-	if g.probe == nil {
+	if g.path == "" {
 		return false
 	}
-	if !tryLockExclusive(g.probe) {
-		return true
+	probe, err := openLockFile(g.path)
+	if err != nil {
+		return false
 	}
-	_ = unlock(g.probe)
-	return false
+	defer probe.Close() // which ends its lock
+	return !tryLockExclusive(probe)
 }

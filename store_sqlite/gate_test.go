@@ -21,6 +21,7 @@ func TestGateHoldsOffOtherProcessesClaims(t *testing.T) {
 	require.NoError(t, err)
 	g := s.openGate(t.Context(), conn)
 	require.NoError(t, conn.Close())
+	require.NotEmpty(t, g.path, "a gate across processes")
 	g.enter()
 	replied := make(chan Reply, 1)
 	go func() {
