@@ -35,4 +35,3 @@ func lockShared(f *os.File) error {
 func tryLockExclusive(f *os.File) bool {
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
 }
-
