@@ -86,7 +86,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 			Scan(&claimed, &state, &fp, &fence, &status, &header, &body, &ttl, &steps, &done)
 	})
 	switch {
-	case errors.Is(err, ErrBusy), err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(err, ErrBusy), err != nil && deadlinePassed(ctx):
 		return store.Record{State: store.StateInFlight, Fingerprint: fingerprint}, false, nil
 	case err != nil:
 		return store.Record{}, false, err
@@ -105,6 +105,13 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 		rec.Owner.Token = token
 	}
 	return rec, claimed, nil
+}
+
+// deadlinePassed reports whether ctx has a deadline and it has passed,
+// whichever error ctx then reports: a parent's timer may fire first.
+func deadlinePassed(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
 }
 
 // rowRecord is the record a row's columns hold, ttl in milliseconds; a

@@ -46,7 +46,7 @@ func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string
 	if err != nil || !claimed {
 		return ctx, rec, nil, err
 	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if deadlinePassed(ctx) {
 		// Later still: the key is given back here and answered as Claim
 		// answers a key it could not decide in time.
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
