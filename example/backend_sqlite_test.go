@@ -56,15 +56,16 @@ func tableMissing(db *sql.DB, table string) bool {
 // TestExampleStormSQLite: with -workers 4 and no -store, the workers share
 // records and the ledger through one SQLite file; 100 keys x 20 concurrent
 // duplicates give exactly one payment per key, and every duplicate the
-// same answer. In the transactional mode (the default) each payment holds
-// the file's write lock through its -delay, so the payments are made one
-// at a time: its delay is short.
+// same answer: only 201s and 409s (see runStorm). In the transactional
+// mode (the default) each payment holds the file's write lock through its
+// -delay, so the payments are made one at a time and most claims of new
+// keys cannot get the file within their 5 s: they are answered 409 too.
 func TestExampleStormSQLite(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		args []string
 	}{
-		{"tx", []string{"-delay", "20ms"}},
+		{"tx", []string{"-delay", "300ms"}},
 		{"plain", []string{"-delay", "300ms", "-sqlite-tx=false"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,6 +76,20 @@ func TestExampleStormSQLite(t *testing.T) {
 			requireSharedStorm(t, p, f.count)
 		})
 	}
+}
+
+// TestExampleSQLiteShortLeaseStorm: four workers in the transactional mode
+// with a lease shorter than the time each payment holds the file's write
+// lock (-lease 300ms -delay 700ms), so that claims get 150 ms for the file
+// and the leases of requests waiting for it lapse; 40 accounts, each with 6
+// clients sending one payment at once and retrying each 409 every 20 ms
+// (see runAccountStorm). Every client gets the same 201, nothing else, and
+// each account is paid once.
+func TestExampleSQLiteShortLeaseStorm(t *testing.T) {
+	f := newSQLiteFile(t)
+	p := startExample(t, "-store", "sqlite", "-sqlite-path", f.path, "-workers", "4", "-lease", "300ms", "-delay", "700ms")
+	runAccountStorm(t, p.URL, 40, 6, 20*time.Millisecond)
+	assert.Equal(t, 40, f.count(t, "payments", ""))
 }
 
 // TestExampleSQLitePlainWorkerKilled: with the plain SQLite store
@@ -129,8 +144,7 @@ func TestExampleSQLiteTxWorkerKilled(t *testing.T) {
 // SIGKILLed at random, one every 500 ms, eight times (see
 // requireChaosSurvived). Each payment holds the file's write lock through
 // its 20 ms -delay. A killed worker's keys are free once their 10 s lease
-// lapses; the claims' store timeout is half of it (with a 1 s lease, most
-// claims of a loaded machine waited past their 500 ms for the lock: 503).
+// lapses.
 func TestExampleSQLiteTxChaos(t *testing.T) {
 	f := newSQLiteFile(t)
 	p := startExample(t, "-store", "sqlite", "-sqlite-path", f.path, "-workers", "4", "-delay", "20ms", "-lease", "10s")

@@ -302,6 +302,78 @@ func runStorm(t testing.TB, baseURL string, keys, dups int) stormResult {
 	return res
 }
 
+// runAccountStorm sends one payment for each of accounts fresh accounts
+// (API keys), under one Idempotency-Key per account, from clients clients
+// at once per account, each on new connections, retrying each 409 every
+// every. It requires that every client finally gets 201 (any other status,
+// or a transport error, fails the storm), that the clients of one account
+// get the same body, and that each account lists exactly one payment.
+func runAccountStorm(t testing.TB, baseURL string, accounts, clients int, every time.Duration) {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
+	run := newPaymentID()[len("pay_"):] // accounts and keys never seen before
+	account := func(a int) string { return fmt.Sprintf("sk_test_%s_%d", run, a) }
+	began := time.Now()
+	bodies := make([][]string, accounts)
+	for a := range bodies {
+		bodies[a] = make([]string, clients)
+	}
+	var mu sync.Mutex
+	var failures []string
+	statuses := map[int]int{}
+	storetest.Together(accounts*clients, func(i int) {
+		a, c := i/clients, i%clients
+		body := fmt.Sprintf(`{"amount": %d, "currency": "EUR"}`, 100+a)
+		for deadline := time.Now().Add(retryTimeout); ; time.Sleep(every) {
+			status, got, err := postAsAccount(client, baseURL, account(a), fmt.Sprintf("pay-%s-%d", run, a), body)
+			mu.Lock()
+			statuses[status]++
+			switch {
+			case err != nil:
+				failures = append(failures, fmt.Sprintf("account %d client %d: %v", a, c, err))
+			case status == http.StatusConflict && time.Now().Before(deadline):
+				mu.Unlock()
+				continue
+			case status != http.StatusCreated:
+				failures = append(failures, fmt.Sprintf("account %d client %d: %d %s", a, c, status, got))
+			default:
+				bodies[a][c] = got
+			}
+			mu.Unlock()
+			return
+		}
+	})
+	t.Logf("account storm: %d accounts x %d clients in %v, answers by status %v (0: transport errors)",
+		accounts, clients, time.Since(began).Round(time.Millisecond), statuses)
+	require.Empty(t, failures, "every client gets 201")
+	for a, got := range bodies {
+		for c := range got {
+			assert.Equal(t, got[0], got[c], "account %d: client %d got another body", a, c)
+		}
+		payments := getList[payment](t, client, baseURL+"/payments", account(a))
+		assert.Len(t, payments, 1, "account %d is paid once", a)
+	}
+}
+
+// postAsAccount posts body to /payments under key as account and returns the
+// answer's status and body.
+func postAsAccount(client *http.Client, baseURL, account, key, body string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/payments", strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	asCaller(req, account)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
 // postUntilDone posts body under key until the answer is not a 409,
 // waiting Retry-After (capped to 200 ms) between tries. It returns that
 // answer and the number of 409s before it, or an error if it still gets

@@ -75,6 +75,10 @@ func (c *claimTx) begin(ctx context.Context) (*sql.Conn, error) {
 	case c.conn != nil:
 		return c.conn, nil
 	}
+	// Waiting here, as for the file, is an owner's wait: claims of every
+	// process stand back until this request holds the lock.
+	c.s.gate.enter()
+	defer c.s.gate.leave()
 	if err := c.s.writing.take(ctx, false); err != nil {
 		return nil, wrap("tx", err)
 	}
@@ -83,7 +87,7 @@ func (c *claimTx) begin(ctx context.Context) (*sql.Conn, error) {
 		c.s.writing.give()
 		return nil, wrap("tx", err)
 	}
-	err = c.s.writeOn(ctx, "tx", conn, other, func(conn *sql.Conn) error {
+	err = c.s.ownerWrite(ctx, "tx", conn, ending, func(conn *sql.Conn) error {
 		_, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE")
 		return err
 	})

@@ -69,8 +69,9 @@ func requireInFlightAtOnce(t *testing.T, s store.Store, key string) {
 
 // TestClaimTxWriteLockHoldsOffOtherWrites shows the cost of the mode:
 // while a request's transaction holds the file's write lock, a claim of
-// another key waits for it, here past a busy timeout of 200 ms (ErrBusy),
-// and wins once the transaction commits.
+// another key waits for it, here past a busy timeout of 200 ms, and is
+// answered in flight (the caller's 409), and wins once the transaction
+// commits.
 func TestClaimTxWriteLockHoldsOffOtherWrites(t *testing.T) {
 	path := testFile(t)
 	s := newTestTxStoreOn(t, path)
@@ -83,8 +84,10 @@ func TestClaimTxWriteLockHoldsOffOtherWrites(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Tx(txCtx)
 	require.NoError(t, err)
-	_, _, err = other.Claim(t.Context(), "new", "fp", "waiting", time.Minute)
-	require.ErrorIs(t, err, ErrBusy)
+	rec, claimed, err := other.Claim(t.Context(), "new", "fp", "waiting", time.Minute)
+	require.NoError(t, err)
+	assert.False(t, claimed)
+	assert.Equal(t, store.Record{State: store.StateInFlight, Fingerprint: "fp"}, rec)
 	requireInFlightAtOnce(t, other, "k")
 
 	require.NoError(t, tx.Commit(t.Context(), nil, time.Hour))

@@ -36,11 +36,19 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("sqlitestore: %s: %v", op, err)
 }
 
+// wrapped is wrap's error for err, or nil.
+func wrapped(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return wrap(op, err)
+}
+
 // classify returns the sentinel or context error err stands for, or nil.
 func classify(err error) error {
-	for _, ctxErr := range []error{context.Canceled, context.DeadlineExceeded} {
-		if errors.Is(err, ctxErr) {
-			return ctxErr
+	for _, known := range []error{context.Canceled, context.DeadlineExceeded, ErrBusy} {
+		if errors.Is(err, known) { // met already, or wrapped by wrap
+			return known
 		}
 	}
 	var e *sqlite.Error

@@ -7,11 +7,20 @@ import (
 )
 
 // Migrate creates the store's table and index (schema.sql) if they are
-// missing. Any number of processes may call it at once: one creates the
-// table, the others wait for it within the busy timeout.
+// missing, and adds the steps and completed_at columns (migration2.sql)
+// to a table made without them. Any number of processes may call it at once: one migrates,
+// the others wait for it within the busy timeout and find nothing to do.
 func (s *Store) Migrate(ctx context.Context) error {
 	return inImmediateTx(ctx, s.db, "migrate", func(conn *sql.Conn) error {
-		_, err := conn.ExecContext(ctx, schemaSQL)
+		if _, err := conn.ExecContext(ctx, schemaSQL); err != nil {
+			return err
+		}
+		var hasSteps bool
+		err := conn.QueryRowContext(ctx,
+			`SELECT count(*) > 0 FROM pragma_table_info('idempotency_keys') WHERE name = 'steps'`).Scan(&hasSteps)
+		if err == nil && !hasSteps {
+			_, err = conn.ExecContext(ctx, migration2SQL)
+		}
 		return err
 	})
 }

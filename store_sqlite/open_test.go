@@ -134,16 +134,19 @@ func TestOpenRefusesBadFiles(t *testing.T) {
 	}
 }
 
-// TestBadFileAtRequestTime: a file locked past the busy timeout, or damaged
-// past its header, once the store is open: every request gets 503
-// store-unavailable, and the handler never runs.
+// TestBadFileAtRequestTime: once the store is open, a file locked past
+// the busy timeout gets every request 409 key-in-flight (the key may be in
+// flight: the client retries), and one damaged past its header 503
+// store-unavailable; the handler never runs.
 func TestBadFileAtRequestTime(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		spoil func(t *testing.T, path string)
-		open  bool // whether the store is open when the file is spoiled
+		name    string
+		spoil   func(t *testing.T, path string)
+		open    bool // whether the store is open when the file is spoiled
+		status  int
+		problem string
 	}{
-		{"locked past the busy timeout", lockFile, true},
+		{"locked past the busy timeout", lockFile, true, http.StatusConflict, idempotency.ProblemKeyInFlight},
 		{"corrupt pages", func(t *testing.T, path string) {
 			// Every page but the first, which holds the header and the
 			// schema, overwritten.
@@ -152,7 +155,7 @@ func TestBadFileAtRequestTime(t *testing.T) {
 			require.Greater(t, len(b), 4096)
 			copy(b[4096:], bytes.Repeat([]byte{0xa5}, len(b)))
 			require.NoError(t, os.WriteFile(path, b, 0o600))
-		}, false},
+		}, false, http.StatusServiceUnavailable, idempotency.ProblemStoreUnavailable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -176,8 +179,8 @@ func TestBadFileAtRequestTime(t *testing.T) {
 				r.Header.Set("Idempotency-Key", key)
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, r)
-				assert.Equal(t, http.StatusServiceUnavailable, w.Code, "key %s: %s", key, w.Body)
-				assert.Equal(t, idempotency.ProblemStoreUnavailable, problemType(t, w))
+				assert.Equal(t, c.status, w.Code, "key %s: %s", key, w.Body)
+				assert.Equal(t, c.problem, problemType(t, w))
 			}
 			assert.Zero(t, ran.Load(), "no handler runs without its claim")
 		})

@@ -16,18 +16,19 @@ var (
 UPDATE idempotency_keys SET expires_at = NOW + ?4, sweep_at = NOW + ?4
 WHERE key = ?1 AND token = ?2 AND fence = ?3 AND state = 1`)
 
-	// completeSQL stores state ?4 and the response ?5-?7 for ?8 ms. A row
-	// already done under ?2 and ?3 is rewritten as it is, so that a
-	// Complete sent again counts one row.
+	// completeSQL stores state ?4 and the response ?5-?7 for ?8 ms in
+	// place of the steps. A row already done under ?2 and ?3 is rewritten
+	// as it is, so that a Complete sent again counts one row.
 	completeSQL = onSQLiteClock(`
 UPDATE idempotency_keys
 SET state = iif(state = 1, ?4, state), status = iif(state = 1, ?5, status),
-    header = iif(state = 1, ?6, header), body = iif(state = 1, ?7, body),
+    header = iif(state = 1, ?6, header), body = iif(state = 1, ?7, body), steps = iif(state = 1, NULL, steps),
+    completed_at = iif(state = 1, NOW, completed_at),
     expires_at = iif(state = 1, NOW + ?8, expires_at), sweep_at = iif(state = 1, NOW + ?8, sweep_at)
 WHERE key = ?1 AND token = ?2 AND fence = ?3`)
 
 	// releaseSQL leaves the row in flight, so that the next claim takes it
-	// over with a higher fence.
+	// over with a higher fence and its steps.
 	releaseSQL = onSQLiteClock(`
 UPDATE idempotency_keys SET token = X'', expires_at = NOW, sweep_at = NOW
 WHERE key = ?1 AND token = ?2 AND fence = ?3 AND state = 1`)

@@ -19,9 +19,11 @@ type Store struct {
 	logger    *slog.Logger
 	abandoned time.Duration
 	turn      turn
+	gate      gate
 	watches   watches
 	pollEvery time.Duration
 	txLease   time.Duration
+	tombs     time.Duration // 0: no tombstones
 }
 
 var _ store.Store = (*Store)(nil)
@@ -49,6 +51,19 @@ func WithTxLease(d time.Duration) Option {
 		panic("sqlitestore: WithTxLease expects d >= 1ms")
 	}
 	return func(s *Store) { s.txLease = d }
+}
+
+// WithTombstones makes the store keep, for d after a done row's retention
+// ends, its tombstone: the row without its response (the sweeper drops
+// header and body), which Claim returns as a StateExpired record naming
+// when it completed, so that a retry later than the retention is refused
+// instead of run again. Every process sharing the file must use the same
+// d. Off by default. It panics if d is under a millisecond.
+func WithTombstones(d time.Duration) Option {
+	if d < time.Millisecond {
+		panic("sqlitestore: WithTombstones expects d >= 1ms")
+	}
+	return func(s *Store) { s.tombs = d }
 }
 
 // WithLogger sets the logger for the errors of the sweeper and of Watch's

@@ -122,3 +122,11 @@ func (c countingConn) Prepare(query string) (driver.Stmt, error) {
 	}
 	return c.Conn.Prepare(query)
 }
+
+// TestTombstones runs the tombstones suite against a store that keeps
+// them for storetest.TombstoneTime.
+func TestTombstones(t *testing.T) {
+	storetest.RunTombstones(t, func(t *testing.T) store.Store {
+		return newTestStore(t, WithTombstones(storetest.TombstoneTime))
+	})
+}

@@ -93,3 +93,65 @@ func TestSweeperRemovesExpiredRows(t *testing.T) {
 	<-done
 	assert.PanicsWithValue(t, "sqlitestore: StartSweeper expects interval >= 0", func() { s.StartSweeper(ctx, -1) })
 }
+
+// TestSweepBuriesThenDeletes: with tombstones, the sweeper turns a done row
+// past its retention into a tombstone (its response dropped), which a
+// claim answers as expired, and deletes it once the tombstone's time ends.
+func TestSweepBuriesThenDeletes(t *testing.T) {
+	s := newTestStore(t, WithTombstones(time.Second))
+	ctx := t.Context()
+	owner := mustClaim(t, s, "paid", "t", time.Minute)
+	require.NoError(t, s.Complete(ctx, "paid", owner.Owner, &store.Response{Status: 201, Body: make([]byte, 10_000)}, time.Millisecond))
+	time.Sleep(10 * time.Millisecond)
+
+	n, err := s.DeleteExpired(ctx, 10)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "one row buried")
+	var bodies int
+	require.NoError(t, s.db.QueryRow(`SELECT count(*) FROM idempotency_keys WHERE body IS NOT NULL OR header IS NOT NULL`).Scan(&bodies))
+	assert.Zero(t, bodies, "the tombstone keeps no response")
+	rec, claimed, err := s.Claim(ctx, "paid", "fp", "late", time.Minute)
+	require.NoError(t, err)
+	assert.False(t, claimed)
+	assert.Equal(t, store.StateExpired, rec.State)
+	n, err = s.DeleteExpired(ctx, 10)
+	require.NoError(t, err)
+	assert.Zero(t, n, "the tombstone stays for its time")
+
+	time.Sleep(time.Second)
+	n, err = s.DeleteExpired(ctx, 10)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "deleted once the tombstone's time ended")
+	assert.Zero(t, count(t, s))
+}
+
+// BenchmarkTombstoneBytes reports the bytes of the file, table and
+// indexes, that each of 100 000 tombstones takes, shaped as the sweeper
+// leaves them: a key hash of 64 hex digits, a fingerprint of 16 (the
+// middleware's), a token of 32, status, fence and times, no response.
+func BenchmarkTombstoneBytes(b *testing.B) {
+	const n = 100_000
+	for b.Loop() {
+		s := newTestStore(b)
+		empty := fileBytes(b, s)
+		_, err := s.db.Exec(onSQLiteClock(`
+WITH RECURSIVE i(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM i WHERE n + 1 < ?1)
+INSERT INTO idempotency_keys (key, fingerprint, state, token, fence, status, expires_at, sweep_at, completed_at)
+SELECT lower(hex(randomblob(32))), CAST(lower(hex(randomblob(8))) AS BLOB), 2, CAST(lower(hex(randomblob(16))) AS BLOB),
+       1, 201, NOW, NOW + 3600000, NOW - 86400000
+FROM i`), n)
+		require.NoError(b, err)
+		b.ReportMetric(float64(fileBytes(b, s)-empty)/n, "bytes/tombstone")
+	}
+}
+
+// fileBytes returns the bytes of s's file in use after a VACUUM.
+func fileBytes(b *testing.B, s *Store) int64 {
+	b.Helper()
+	_, err := s.db.Exec(`VACUUM`)
+	require.NoError(b, err)
+	var pages, free, size int64
+	require.NoError(b, s.db.QueryRow(`SELECT (SELECT * FROM pragma_page_count), (SELECT * FROM pragma_freelist_count), (SELECT * FROM pragma_page_size)`).
+		Scan(&pages, &free, &size))
+	return (pages - free) * size
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/seed43327c4c/idempotency/store"
 )
@@ -29,15 +30,37 @@ func NewTx(db *sql.DB, opts ...Option) *TxStore {
 // BeginClaim implements store.TxStore. It commits a claim as Claim does,
 // under WithTxLease's lease, renewed until the handler's Tx holds the write
 // lock: SQLite has one writer, so the lock is taken only then. A lost claim reports
-// the holder's lease as its TTL.
+// the holder's lease as its TTL. The claim ends a little before ctx's
+// deadline, so that it returns in time; one made after it is released and
+// answered as one that could not be decided in time (see Claim).
 func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string) (context.Context, store.Record, store.Tx, error) {
-	rec, claimed, err := s.Claim(ctx, key, fingerprint, token, s.txLease)
+	// The caller rolls back a claim returned after its deadline: the claim
+	// stops short of it, leaving the margin to return.
+	claimCtx := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		claimCtx, cancel = context.WithDeadline(ctx, deadline.Add(-min(time.Until(deadline)/10, deadlineMargin)))
+		defer cancel()
+	}
+	rec, claimed, err := s.Claim(claimCtx, key, fingerprint, token, s.txLease)
 	if err != nil || !claimed {
 		return ctx, rec, nil, err
+	}
+	if deadlinePassed(ctx) {
+		// Later still: the key is given back here and answered as Claim
+		// answers a key it could not decide in time.
+		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		defer cancel()
+		_ = s.Release(undo, key, rec.Owner) // failing, the key is free when the lease lapses
+		return ctx, store.Record{State: store.StateInFlight, Fingerprint: fingerprint}, nil, nil
 	}
 	c := newClaimTx(s, key, rec.Owner)
 	return context.WithValue(ctx, txKey{}, c), rec, c, nil
 }
+
+// deadlineMargin bounds the time BeginClaim leaves between its claim's end
+// and its caller's deadline: a tenth of the time left, at most this.
+const deadlineMargin = 10 * time.Millisecond
 
 type txKey struct{}
 

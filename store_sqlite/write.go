@@ -14,7 +14,7 @@ type kind int
 
 const (
 	other  kind = iota // a claim or a sweep
-	ending             // an owner's complete or release
+	ending             // an owner's complete or release, or its transaction's begin
 	// renewal is an owner's renewal, committed without a disk flush: a
 	// power loss ends every lease anyway.
 	renewal
@@ -27,11 +27,23 @@ const (
 	otherRetry = time.Millisecond
 )
 
-// write runs statement on a connection of its own in the store's turn
-// (inTurn), as writeOn runs it.
+// errOwnerWaiting is an attempt of a claim or a sweep that stood back for
+// an owner's write (see gate).
+var errOwnerWaiting = fmt.Errorf("an owner's write waits for the file (%w)", ErrBusy)
+
+// write runs statement, a writing statement of kind k, in the store's turn:
+// an owner's as ownerWrite does, the others' as otherWrite.
 func (s *Store) write(ctx context.Context, op string, k kind, statement func(conn *sql.Conn) error) error {
+	if k == other {
+		return s.otherWrite(ctx, op, func(conn *sql.Conn) error {
+			if s.openGate(ctx, conn).ownerWaiting() {
+				return errOwnerWaiting
+			}
+			return statement(conn)
+		})
+	}
 	return s.inTurn(ctx, op, k, func(conn *sql.Conn) error {
-		return s.writeOn(ctx, op, conn, k, statement)
+		return s.ownerWrite(ctx, op, conn, k, statement)
 	})
 }
 
@@ -51,14 +63,84 @@ func (s *Store) inTurn(ctx context.Context, op string, k kind, f func(conn *sql.
 	return f(conn)
 }
 
-// writeOn runs statement, a writing statement of kind k, on conn, and
-// returns its error wrapped for op. SQLite's own wait for a locked file
-// sleeps longer on each try, so that a waiter often sleeps through the
-// moment the lock is freed and another process's next statement takes it:
-// the statement runs with no busy timeout instead, and is tried again
-// every ownerRetry or otherRetry until it finds the file unlocked, ctx
-// ends, or the connection's busy timeout has passed (ErrBusy).
-func (s *Store) writeOn(ctx context.Context, op string, conn *sql.Conn, k kind, statement func(conn *sql.Conn) error) error {
+// ownerWrite runs statement, an owner's writing statement of kind k, on
+// conn, and returns its error wrapped for op. SQLite's own wait for a
+// locked file sleeps longer on each try, so that a waiter often sleeps
+// through the moment the lock is freed and another process's next
+// statement takes it: the statement runs with no busy timeout instead, and
+// is tried again every ownerRetry, the process marked as waiting in the
+// gate, until it finds the file unlocked or ctx ends. It gives up (ErrBusy)
+// only once no other connection has committed to the file for the busy
+// timeout: an owner queued behind other writers that make progress waits
+// its turn, as a failure would lose its request's work.
+func (s *Store) ownerWrite(ctx context.Context, op string, conn *sql.Conn, k kind, statement func(conn *sql.Conn) error) error {
+	return s.noBusyTimeout(ctx, op, conn, k, func(busyTimeout time.Duration) error {
+		var (
+			gate     *gate
+			version  int64
+			progress time.Time // the last commit of another connection seen
+		)
+		for {
+			err := statement(conn)
+			if err == nil || !errors.Is(classify(err), ErrBusy) {
+				return wrapped(op, err)
+			}
+			if gate == nil {
+				gate = s.openGate(ctx, conn)
+				gate.enter()
+				defer gate.leave()
+			}
+			var now int64
+			if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&now); err != nil {
+				return wrap(op, err)
+			}
+			if now != version || progress.IsZero() {
+				version, progress = now, time.Now()
+			}
+			if time.Since(progress) >= busyTimeout {
+				return wrap(op, err)
+			}
+			select {
+			case <-time.After(ownerRetry):
+			case <-ctx.Done():
+				return wrap(op, ctx.Err())
+			}
+		}
+	})
+}
+
+// otherWrite runs attempt, a claim's or a sweep's, each time in the store's
+// turn on a connection with no busy timeout, and returns its error wrapped
+// for op. While the file is locked, or an owner waits for it (attempt's
+// errOwnerWaiting), it gives the turn to the process's owners and tries
+// again every otherRetry, until ctx ends or the busy timeout has passed
+// (ErrBusy).
+func (s *Store) otherWrite(ctx context.Context, op string, attempt func(conn *sql.Conn) error) error {
+	var giveUp time.Time
+	for {
+		err := s.inTurn(ctx, op, other, func(conn *sql.Conn) error {
+			return s.noBusyTimeout(ctx, op, conn, other, func(busyTimeout time.Duration) error {
+				if giveUp.IsZero() {
+					giveUp = time.Now().Add(busyTimeout)
+				}
+				return wrapped(op, attempt(conn))
+			})
+		})
+		if err == nil || !errors.Is(classify(err), ErrBusy) || !time.Now().Before(giveUp) {
+			return err
+		}
+		select {
+		case <-time.After(otherRetry):
+		case <-ctx.Done():
+			return wrap(op, ctx.Err())
+		}
+	}
+}
+
+// noBusyTimeout runs f, given conn's busy timeout, with that timeout set to
+// 0 on conn, and for a renewal, synchronous at NORMAL; it then sets them
+// back. f's error is returned as it is, the pragmas' wrapped for op.
+func (s *Store) noBusyTimeout(ctx context.Context, op string, conn *sql.Conn, k kind, f func(busyTimeout time.Duration) error) error {
 	var busyTimeout, synchronous int64
 	if err := conn.QueryRowContext(ctx, "SELECT (SELECT * FROM pragma_busy_timeout), (SELECT * FROM pragma_synchronous)").
 		Scan(&busyTimeout, &synchronous); err != nil {
@@ -76,25 +158,7 @@ func (s *Store) writeOn(ctx context.Context, op string, conn *sql.Conn, k kind, 
 	if err != nil {
 		return wrap(op, err)
 	}
-	retry := ownerRetry
-	if k == other {
-		retry = otherRetry
-	}
-	giveUp := time.Now().Add(time.Duration(busyTimeout) * time.Millisecond)
-	for {
-		err := statement(conn)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(classify(err), ErrBusy) || !time.Now().Before(giveUp) {
-			return wrap(op, err)
-		}
-		select {
-		case <-time.After(retry):
-		case <-ctx.Done():
-			return wrap(op, ctx.Err())
-		}
-	}
+	return f(time.Duration(busyTimeout) * time.Millisecond)
 }
 
 func set(ctx context.Context, conn *sql.Conn, pragma string, value int64) error {
