@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed43327c4c/idempotency"
 	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/storetest"
 )
@@ -132,4 +134,38 @@ func TestTombstoneBytes(t *testing.T) {
 	var row float64
 	require.NoError(t, s.pool.QueryRow(ctx, `SELECT avg(pg_column_size(t.*)) FROM `+s.name+` AS t`).Scan(&row))
 	t.Logf("%d tombstones: %.1f bytes a tombstone in table and index, %.1f bytes of row data", n, float64(size()-empty)/n, row)
+}
+
+// TestTombstoneRefusesBeginClaim: the transactional claim meets the
+// tombstone too, and opens no transaction.
+func TestTombstoneRefusesBeginClaim(t *testing.T) {
+	s := &TxStore{Store: newTestStore(t, WithTombstones(time.Minute))}
+	ctx := context.Background()
+	rec, _, err := s.Claim(ctx, "k", "fp", "tok", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, "k", rec.Owner, &store.Response{Status: 201}, time.Millisecond))
+	time.Sleep(10 * time.Millisecond)
+	_, got, tx, err := s.BeginClaim(ctx, "k", "fp", "tok2")
+	require.NoError(t, err)
+	assert.Nil(t, tx)
+	assert.Equal(t, store.StateExpired, got.State)
+	assert.False(t, got.Completed.IsZero())
+}
+
+// TestTombstoneLateRetryThroughMiddleware: a retry after the retention
+// gets 422 key-expired, and the handler does not run again.
+func TestTombstoneLateRetryThroughMiddleware(t *testing.T) {
+	s := newTestStore(t, WithTombstones(time.Minute))
+	runs := 0
+	h := idempotency.New(idempotency.WithStore(s), idempotency.WithRetention(50*time.Millisecond))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs++
+			w.WriteHeader(http.StatusCreated)
+		}))
+	require.Equal(t, http.StatusCreated, sendTo(h, "k", nil).Code)
+	time.Sleep(100 * time.Millisecond)
+	w := sendTo(h, "k", nil)
+	assert.Equal(t, http.StatusUnprocessableEntity, w.Code)
+	assert.Contains(t, w.Body.String(), "key-expired")
+	assert.Equal(t, 1, runs)
 }
