@@ -67,6 +67,14 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	if err != nil {
 		return zero, err
 	}
+	if stx != nil {
+		defer func() {
+			if p := recover(); p != nil { // fn panicked: its transaction must not stay open
+				s.rollback(ctx, stx)
+				panic(p)
+			}
+		}()
+	}
 	v, err := fn(&stepContext{Context: stepCtx, key: x.key(), name: name})
 	var step store.Step
 	switch {
@@ -176,7 +184,12 @@ type txSteps struct {
 	tx        store.Tx
 	lease     time.Duration
 	committed func()
-	durable   bool // the claim is committed
+
+	// mu is held from a step's BeginStep until its transaction ends: the
+	// steps of one run in a claim's transaction run one at a time, and a
+	// step begun meanwhile (nested, or from another goroutine) is refused.
+	mu      sync.Mutex
+	durable bool // the claim is committed
 }
 
 // beginTx opens the transaction of step name when the run is in a claim's
@@ -187,8 +200,12 @@ func (s *stepRun) beginTx(ctx context.Context, name string) (context.Context, st
 	if t == nil {
 		return ctx, nil, nil
 	}
+	if !t.mu.TryLock() {
+		return ctx, nil, fmt.Errorf("%w: step %q begun while another step of the run is running, in a claim's transaction", ErrStepMisused, name)
+	}
 	stepCtx, stx, err := t.store.BeginStep(ctx, t.tx, s.owner, t.lease)
 	if err != nil {
+		t.mu.Unlock()
 		return ctx, nil, fmt.Errorf("idempotency: step %q: %w", name, err)
 	}
 	if !t.durable {
@@ -206,6 +223,7 @@ func (s *stepRun) rollback(ctx context.Context, stx store.StepTx) {
 	rctx := newDetachedDeadline(ctx, s.timeout)
 	_ = stx.Rollback(rctx) // a failed rollback ends the connection, which ends the transaction
 	rctx.stop()
+	s.inTx.mu.Unlock()
 }
 
 // end refuses every later Step: the run is over.
@@ -257,6 +275,7 @@ func (s *stepRun) save(ctx context.Context, key string, step store.Step, stx sto
 	var err error
 	if stx != nil {
 		err = stx.Commit(rctx, step)
+		s.inTx.mu.Unlock()
 	} else {
 		err = resend(rctx, func(ctx context.Context) error { return s.store.SaveStep(ctx, key, s.owner, step) })
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -42,8 +43,13 @@ func (f *stepFixture) hook(name string) func(ctx context.Context) error {
 }
 
 func newStepFixture(t *testing.T) *stepFixture {
+	return newStepFixtureOn(newTestTxStore(t))
+}
+
+// newStepFixtureOn is newStepFixture on s.
+func newStepFixtureOn(s *TxStore) *stepFixture {
 	return &stepFixture{
-		s:     newTestTxStore(t),
+		s:     s,
 		runs:  map[string]*atomic.Int32{"charge": {}, "ledger": {}},
 		hooks: map[string]func(ctx context.Context) error{},
 	}
@@ -234,4 +240,36 @@ func TestTxStepRacingDuplicates(t *testing.T) {
 	assert.Equal(t, int32(1), f.runs["charge"].Load())
 	assert.Equal(t, int32(1), f.runs["ledger"].Load())
 	assert.ElementsMatch(t, []string{"k:charge", "k:ledger"}, f.s.ledgerRows(t))
+}
+
+// TestTxStepPanicLeavesNothing: a step whose fn panics has its transaction
+// rolled back and its connection returned to the pool; the panic goes on.
+func TestTxStepPanicLeavesNothing(t *testing.T) {
+	t.Parallel()
+	// A pool of its own, whose connections no other test holds.
+	f := newStepFixtureOn(newTestTxStoreOn(t, ownPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 4 })))
+	f.setHook("charge", func(context.Context) error { panic("boom") })
+	assert.PanicsWithValue(t, "boom", func() { sendTo(f.handler(), "k", nil) })
+	assert.Empty(t, f.s.ledgerRows(t))
+	assert.Empty(t, f.recordedSteps(t))
+	assert.Eventually(t, func() bool { return f.s.pool.Stat().AcquiredConns() == 0 }, 5*time.Second, 5*time.Millisecond,
+		"no connection stays held")
+}
+
+// TestTxStepNestedIsRefused: a step begun inside another step's fn, in the
+// transactional mode, is refused with ErrStepMisused, its fn not run.
+func TestTxStepNestedIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newStepFixture(t)
+	var nested error
+	f.setHook("charge", func(ctx context.Context) error {
+		_, nested = idempotency.Step(ctx, "inner", func(context.Context) (int, error) {
+			t.Error("the nested step ran")
+			return 0, nil
+		})
+		return nil
+	})
+	w := sendTo(f.handler(), "k", nil)
+	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+	assert.ErrorIs(t, nested, idempotency.ErrStepMisused)
 }
