@@ -60,7 +60,7 @@ func (m *middleware) tryClaimInTx(w http.ResponseWriter, r *http.Request, c *cal
 	if tx != nil && err == nil {
 		cc, hr := newClaimedCall(r, txCtx, c)
 		cc.fence = rec.Owner.Fence
-		m.runInTx(w, hr, cc, tx, claimedAt) // reports the claim
+		m.runInTx(w, hr, cc, tx, rec, claimedAt) // reports the claim
 		return true
 	}
 	m.storeCalled(r.Context(), StoreClaim, claimedAt, err)

@@ -73,17 +73,37 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, claimed *call, 
 // transaction (handler writes and claim together) is rolled back and the
 // response sent as written. Otherwise the response is stored and the
 // transaction committed, and only then sent; a failed commit gets 503,
-// and a retry runs again or, if the commit landed, replays.
-func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *claimedCall, tx store.Tx, claimedAt time.Time) {
+// and a retry runs again or, if the commit landed, replays. With a
+// store.TxStepStore, the first step commits the claim, whose lease is
+// renewed from then on (see startInTx).
+func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *claimedCall, tx store.Tx, claim store.Record, claimedAt time.Time) {
 	held := httpx.NewHeld(w)
+	renewing := false
+	stopRenewing := func() {
+		if renewing {
+			renewing = false
+			m.leases.stop(&c.lease)
+		}
+	}
+	if ts, ok := m.txStore.(store.TxStepStore); ok {
+		c.handler.ctx.steps.startInTx(ts, tx, claim.Owner, claim.Steps, m.lease, cmp.Or(m.recordTimeout, m.lease), heldStatus{held},
+			func() {
+				c.holder = requestLease{m: m, r: r, c: &c.call}
+				m.leases.keep(&c.lease, &c.holder, m.store, c.key, claim.Owner, time.Now())
+				renewing = true
+			})
+	}
 	decided := false
 	defer func() {
 		if !decided { // the handler, the record policy or the observer panicked
+			stopRenewing()
 			m.rollback(r, c, tx)
 			m.decided(r, &c.call, OutcomeReleased)
 		}
 	}()
 	m.serve(held, r, &c.call, claimedAt)
+	c.handler.ctx.steps.end()
+	stopRenewing()
 	status := held.Status()
 	if !held.Wrote() {
 		status = 0 // as run sees it
@@ -121,6 +141,16 @@ func (m *middleware) runInTx(w http.ResponseWriter, r *http.Request, c *claimedC
 	m.cache.put(c.key, m.cache.completed(&c.call, resp), sent, m.retention)
 	held.Send()
 	m.decided(r, &c.call, OutcomeExecuted)
+}
+
+// heldStatus is a held response's status as steps see it: 0 until written.
+type heldStatus struct{ held *httpx.Held }
+
+func (h heldStatus) Status() int {
+	if !h.held.Wrote() {
+		return 0
+	}
+	return h.held.Status()
 }
 
 // serve reports the won claim to the observer, then runs the handler,

@@ -16,7 +16,8 @@ import (
 
 // ErrStepsUnsupported is returned by Step, which then does not run its fn,
 // in a run whose store keeps no steps (no store.StepStore), or that runs
-// in a claim's transaction.
+// in the claim's transaction of a store whose steps cannot join it (no
+// store.TxStepStore).
 var ErrStepsUnsupported = errors.New("idempotency: this run's store keeps no steps")
 
 // ErrStepMisused is wrapped by Step's error, fn not run, for a name that
@@ -39,7 +40,9 @@ var ErrStepMisused = errors.New("idempotency: step misused")
 // store refused or failed to record returns the result with the error
 // (wrapping ErrLeaseLost when another run holds the key now); the run
 // should then fail, and its step runs again on the next one. Outside a
-// claimed key, Step just calls fn.
+// claimed key, Step just calls fn. In a claim's transaction (a
+// store.TxStepStore), fn's ctx carries a transaction of the step's own,
+// which commits with the recorded result, or rolls back on an error.
 //
 // A POST or PATCH that fn sends through NewTransport without a key of its
 // own carries the step's: FromContext(ctx).Derive(name) for the first,
@@ -60,21 +63,38 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	if recorded != nil {
 		return recordedResult[T](recorded)
 	}
-	v, err := fn(&stepContext{Context: ctx, key: x.key(), name: name})
+	stepCtx, stx, err := s.beginTx(ctx, name)
+	if err != nil {
+		return zero, err
+	}
+	if stx != nil {
+		defer func() {
+			if p := recover(); p != nil { // fn panicked: its transaction must not stay open
+				s.rollback(ctx, stx)
+				panic(p)
+			}
+		}()
+	}
+	v, err := fn(&stepContext{Context: stepCtx, key: x.key(), name: name})
 	var step store.Step
 	switch {
 	case err != nil && !IsFinal(err):
+		s.rollback(ctx, stx)
 		return v, err
 	case err != nil:
+		// A final error's writes are undone; its record is saved alone.
+		s.rollback(ctx, stx)
+		stx = nil
 		step = store.Step{Name: name, Result: []byte(err.Error()), Failed: true}
 	default:
 		result, merr := json.Marshal(v)
 		if merr != nil {
+			s.rollback(ctx, stx)
 			return v, fmt.Errorf("idempotency: step %q: encoding its result: %w", name, merr)
 		}
 		step = store.Step{Name: name, Result: result}
 	}
-	if serr := s.save(ctx, x.c.key, step); serr != nil {
+	if serr := s.save(ctx, x.c.key, step, stx); serr != nil {
 		return v, errors.Join(serr, err)
 	}
 	return v, err
@@ -137,6 +157,8 @@ type stepRun struct {
 	// nil for a Do job.
 	written interface{ Status() int }
 
+	inTx *txSteps // nil outside a claim's transaction
+
 	mu    sync.Mutex
 	used  []string // names begun in this run
 	saved int      // steps this run recorded
@@ -147,6 +169,61 @@ type stepRun struct {
 // claim returned recorded; a nil st leaves s refusing every step.
 func (s *stepRun) start(st store.StepStore, owner store.Lease, recorded []store.Step, timeout time.Duration, written interface{ Status() int }) {
 	s.store, s.owner, s.recorded, s.timeout, s.written = st, owner, recorded, timeout, written
+}
+
+// startInTx makes s the steps of a run in tx, a claim's transaction of st,
+// whose first step calls committed once it has committed the claim.
+func (s *stepRun) startInTx(st store.TxStepStore, tx store.Tx, owner store.Lease, recorded []store.Step, lease, timeout time.Duration, written interface{ Status() int }, committed func()) {
+	s.start(st, owner, recorded, timeout, written)
+	s.inTx = &txSteps{store: st, tx: tx, lease: lease, committed: committed}
+}
+
+// txSteps is what a run in a claim's transaction needs for its steps.
+type txSteps struct {
+	store     store.TxStepStore
+	tx        store.Tx
+	lease     time.Duration
+	committed func()
+
+	// mu is held from a step's BeginStep until its transaction ends: the
+	// steps of one run in a claim's transaction run one at a time, and a
+	// step begun meanwhile (nested, or from another goroutine) is refused.
+	mu      sync.Mutex
+	durable bool // the claim is committed
+}
+
+// beginTx opens the transaction of step name when the run is in a claim's
+// transaction, and returns the context carrying it; otherwise it returns
+// ctx and a nil StepTx.
+func (s *stepRun) beginTx(ctx context.Context, name string) (context.Context, store.StepTx, error) {
+	t := s.inTx
+	if t == nil {
+		return ctx, nil, nil
+	}
+	if !t.mu.TryLock() {
+		return ctx, nil, fmt.Errorf("%w: step %q begun while another step of the run is running, in a claim's transaction", ErrStepMisused, name)
+	}
+	stepCtx, stx, err := t.store.BeginStep(ctx, t.tx, s.owner, t.lease)
+	if err != nil {
+		t.mu.Unlock()
+		return ctx, nil, fmt.Errorf("idempotency: step %q: %w", name, err)
+	}
+	if !t.durable {
+		t.durable = true
+		t.committed()
+	}
+	return stepCtx, stx, nil
+}
+
+// rollback undoes a step's transaction, if it has one.
+func (s *stepRun) rollback(ctx context.Context, stx store.StepTx) {
+	if stx == nil {
+		return
+	}
+	rctx := newDetachedDeadline(ctx, s.timeout)
+	_ = stx.Rollback(rctx) // a failed rollback ends the connection, which ends the transaction
+	rctx.stop()
+	s.inTx.mu.Unlock()
 }
 
 // end refuses every later Step: the run is over.
@@ -186,15 +263,22 @@ func (s *stepRun) begin(name string) (*store.Step, error) {
 	return nil, nil
 }
 
-// save records step for the run's owner. Like the run's outcome, it is
-// sent again on connection errors, and outlives a client gone meanwhile:
-// the step's work is done.
-func (s *stepRun) save(ctx context.Context, key string, step store.Step) error {
+// save records step for the run's owner, in stx when it has one. Like the
+// run's outcome, it outlives a client gone meanwhile, the step's work being
+// done; outside a transaction it is sent again on connection errors.
+func (s *stepRun) save(ctx context.Context, key string, step store.Step, stx store.StepTx) error {
 	if err := store.CheckStep(0, step); err != nil {
+		s.rollback(ctx, stx)
 		return fmt.Errorf("idempotency: %w", err)
 	}
 	rctx := newDetachedDeadline(ctx, s.timeout)
-	err := resend(rctx, func(ctx context.Context) error { return s.store.SaveStep(ctx, key, s.owner, step) })
+	var err error
+	if stx != nil {
+		err = stx.Commit(rctx, step)
+		s.inTx.mu.Unlock()
+	} else {
+		err = resend(rctx, func(ctx context.Context) error { return s.store.SaveStep(ctx, key, s.owner, step) })
+	}
 	rctx.stop()
 	switch {
 	case errors.Is(err, store.ErrNotOwner):

@@ -13,28 +13,28 @@ import (
 )
 
 // The administrator's statements, on key $1 (a row's key column) and $2
-// its lockHash. A row is live while its expires_at is ahead: a released
-// row's is not.
+// its lockHash. A row is live until it ends (rowEndSQL): a released row's
+// end has passed, a tombstone's has not.
 const (
 	// inspectSQL reads key $1's live row, reporting held false when an open
 	// transaction holds the key's claim lock (its row cannot be seen).
 	inspectSQL = `
 SELECT g.held, coalesce(r.state, 0), r.fingerprint, coalesce(r.fence, 0), r.status, r.header, r.body,
-       r.steps, coalesce(r.ttl, 0)
+       r.steps, r.completed_at, coalesce(r.ttl, 0)
 FROM (SELECT pg_try_advisory_xact_lock_shared(` + claimLockSQL + `$2::bigint) AS held) AS g
 LEFT JOIN (
-    SELECT t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.steps,
-           (extract(epoch FROM t.expires_at - now.at) * 1000000)::bigint AS ttl
+    SELECT ` + rowStateSQL + ` AS state, t.fingerprint, t.fence, t.status, t.header, t.body, t.steps, t.completed_at,
+           (extract(epoch FROM ` + rowEndSQL + ` - now.at) * 1000000)::bigint AS ttl
     FROM idempotency_keys AS t, (SELECT clock_timestamp() AS at) AS now
-    WHERE t.key = $1 AND t.expires_at > now.at
+    WHERE t.key = $1 AND ` + rowEndSQL + ` > now.at
 ) AS r ON true`
 
 	// deleteLockSQL, in Delete's transaction, takes key $1's claim lock
 	// until it ends, if no other transaction holds it, and locks its live
 	// row; it returns the row's state, 0 without one.
 	deleteLockSQL = `
-SELECT g.held, coalesce((SELECT state FROM idempotency_keys
-                         WHERE key = $1 AND expires_at > statement_timestamp() AND g.held FOR UPDATE), 0)
+SELECT g.held, coalesce((SELECT t.state FROM idempotency_keys AS t
+                         WHERE t.key = $1 AND ` + rowEndSQL + ` > statement_timestamp() AND g.held FOR UPDATE), 0)
 FROM (SELECT pg_try_advisory_xact_lock(` + claimLockSQL + `$2::bigint) AS held) AS g`
 
 	deleteDoneSQL = `DELETE FROM idempotency_keys WHERE key = $1`
@@ -51,8 +51,8 @@ WITH done AS (
 
 	// findSQL lists up to $3 live keys from $1 to $2, in hex.
 	findSQL = `
-SELECT encode(key, 'hex') FROM idempotency_keys
-WHERE key BETWEEN $1 AND $2 AND expires_at > statement_timestamp()
+SELECT encode(t.key, 'hex') FROM idempotency_keys AS t
+WHERE t.key BETWEEN $1 AND $2 AND ` + rowEndSQL + ` > statement_timestamp()
 LIMIT $3`
 )
 
@@ -79,7 +79,7 @@ func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, e
 	)
 	err = s.retry(ctx, func() error {
 		return s.pool.QueryRow(ctx, s.sql.inspect, row, lockHash(row)).
-			Scan(&held, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.steps, &r.ttl)
+			Scan(&held, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.steps, &r.completed, &r.ttl)
 	})
 	switch {
 	case err != nil:

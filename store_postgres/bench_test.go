@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed43327c4c/idempotency"
 	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
@@ -74,6 +76,24 @@ func BenchmarkTxClaimCommit(b *testing.B) {
 			return fmt.Errorf("begin claim: claimed %v, err %v", tx != nil, err)
 		}
 		return tx.Commit(ctx, benchResponse, 24*time.Hour)
+	})
+}
+
+// BenchmarkTxMiddleware measures a first request through the middleware
+// in transactional mode whose handler calls no step and writes no row:
+// the non-step path, which steps must leave as it was. Compare pairs/s
+// across changes to the transactional mode.
+func BenchmarkTxMiddleware(b *testing.B) {
+	s := &TxStore{Store: benchStore(b)}
+	h := idempotency.New(idempotency.WithStore(s))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"pay_1"}`))
+	}))
+	runPairs(b, s.Store, func(_ context.Context, key string) error {
+		if w := sendTo(h, key, nil); w.Code != http.StatusCreated {
+			return fmt.Errorf("status %d: %s", w.Code, w.Body)
+		}
+		return nil
 	})
 }
 

@@ -55,21 +55,21 @@ WITH "Guard" AS MATERIALIZED (
     SELECT $1::bytea, $2::bytea, 1, $3::bytea, 1, statement_timestamp() + $4::bigint * interval '1 microsecond'
     FROM "Guard" WHERE "Guard".held
     ON CONFLICT (key) DO NOTHING
-    RETURNING t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at, t.steps
+    RETURNING t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at, t.steps, t.completed_at
 ), "Taken" AS (
     UPDATE idempotency_keys AS t
     SET fingerprint = $2, state = 1, token = $3,
         fence = CASE WHEN t.state = 1 THEN t.fence + 1 ELSE 1 END,
         status = NULL, header = NULL, body = NULL,
-        steps = CASE WHEN t.state = 1 AND t.fingerprint = $2 THEN t.steps END,
+        steps = CASE WHEN t.state = 1 AND t.fingerprint = $2 THEN t.steps END, completed_at = NULL,
         expires_at = statement_timestamp() + $4::bigint * interval '1 microsecond'
-    WHERE t.key = $1 AND t.expires_at <= statement_timestamp()
+    WHERE t.key = $1 AND ` + rowEndSQL + ` <= statement_timestamp()
       AND (SELECT held FROM "Guard") AND NOT EXISTS (SELECT FROM "Inserted")
-    RETURNING t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at, t.steps
+    RETURNING t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at, t.steps, t.completed_at
 )
 SELECT "Guard".held, coalesce(r.claimed, false) AS claimed, coalesce(r.state, 0) AS state,
        r.fingerprint, coalesce(r.fence, 0) AS fence, r.status, r.header, r.body,
-       CASE WHEN r.claimed THEN r.steps END AS steps,
+       CASE WHEN r.claimed THEN r.steps END AS steps, r.completed_at,
        coalesce((extract(epoch FROM r.expires_at - CASE WHEN r.claimed THEN statement_timestamp()
                                                          ELSE clock_timestamp() END) * 1000000)::bigint, 0) AS ttl
 FROM "Guard" LEFT JOIN (
@@ -78,7 +78,7 @@ FROM "Guard" LEFT JOIN (
     SELECT true, * FROM "Taken"
     UNION ALL
     SELECT NOT $6::boolean AND t.state = 1 AND t.token = $3::bytea AND t.expires_at > statement_timestamp(),
-           t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.expires_at, t.steps
+           ` + rowStateSQL + `, t.fingerprint, t.fence, t.status, t.header, t.body, ` + rowEndSQL + `, t.steps, t.completed_at
     FROM idempotency_keys AS t
     WHERE t.key = $1 AND NOT EXISTS (SELECT FROM "Inserted") AND NOT EXISTS (SELECT FROM "Taken")
 ) AS r ON true`
@@ -111,11 +111,11 @@ ON CONFLICT (key) DO NOTHING`
 // flight under token $2 (with its steps then): claimSQL's read, without
 // the lock. A row it does not return is left to claimSQL.
 const claimLiveSQL = `
-SELECT t.state, t.fingerprint, t.fence, t.status, t.header, t.body, t.state = 1 AND t.token = $2::bytea,
-       CASE WHEN t.state = 1 AND t.token = $2::bytea THEN t.steps END,
-       (extract(epoch FROM t.expires_at - clock_timestamp()) * 1000000)::bigint
+SELECT ` + rowStateSQL + `, t.fingerprint, t.fence, t.status, t.header, t.body, t.state = 1 AND t.token = $2::bytea,
+       CASE WHEN t.state = 1 AND t.token = $2::bytea THEN t.steps END, t.completed_at,
+       (extract(epoch FROM ` + rowEndSQL + ` - clock_timestamp()) * 1000000)::bigint
 FROM idempotency_keys AS t
-WHERE t.key = $1 AND t.expires_at > statement_timestamp()`
+WHERE t.key = $1 AND ` + rowEndSQL + ` > statement_timestamp()`
 
 // Claim implements store.Store. A new key costs one round trip
 // (claimNewSQL), a live one two (claimLiveSQL); anything else (an expired
@@ -168,7 +168,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 func (s *Store) readLive(ctx context.Context, row []byte, token string) (rec store.Record, claimed, live bool, err error) {
 	var r claimRow
 	err = s.db.QueryRow(ctx, s.sql.claimLive, row, []byte(token)).
-		Scan(&r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.claimed, &r.steps, &r.ttl)
+		Scan(&r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.claimed, &r.steps, &r.completed, &r.ttl)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return store.Record{}, false, false, nil
@@ -212,7 +212,7 @@ func (s *Store) claimOnce(ctx context.Context, db querier, key, fingerprint, tok
 	row := rowKey(key)
 	err := db.QueryRow(ctx, s.sql.claim, row, []byte(fingerprint), []byte(token), lease.Microseconds(),
 		lockHash(row), exclusive).
-		Scan(&held, &r.claimed, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.steps, &r.ttl)
+		Scan(&held, &r.claimed, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.steps, &r.completed, &r.ttl)
 	if serializationFailure(err) {
 		return store.Record{}, false, errStaleSnapshot
 	}
@@ -240,8 +240,9 @@ type claimRow struct {
 	status      *int32
 	header      [][]byte
 	body        []byte
-	steps       [][]byte // see encodeStep
-	ttl         int64    // microseconds
+	steps       [][]byte   // see encodeStep
+	completed   *time.Time // NULL until done, and on rows done before schema version 4
+	ttl         int64      // microseconds
 }
 
 // record is r as a store.Record; token is the owner's if r was claimed.
@@ -257,6 +258,9 @@ func (r *claimRow) record(token string) (store.Record, error) {
 	}
 	if rec.State == store.StateCompleted && r.status != nil {
 		rec.Response = &store.Response{Status: int(*r.status), Header: decodeHeader(r.header), Body: r.body}
+	}
+	if rec.State == store.StateExpired && r.completed != nil {
+		rec.Completed = *r.completed
 	}
 	var err error
 	rec.Steps, err = decodeSteps(r.steps)

@@ -91,7 +91,7 @@ VALUES ($1, 'fp', 1, 't', 1, now() + interval '1 minute')`, rowKey("k"))
 }
 
 // TestMigrateFromVersion2: workers that call Migrate at once on a table of
-// schema version 2 bring it to version 3, keeping its rows: a live owner
+// schema version 2 bring it to the current version, keeping its rows: a live owner
 // records steps on its row, and a released row is taken over.
 func TestMigrateFromVersion2(t *testing.T) {
 	t.Parallel()
@@ -115,7 +115,7 @@ VALUES ($1, 'fp', 1, 't', 1, now() + interval '1 minute'), ($2, 'fp', 1, '', 4, 
 	}
 	version, err := s.version(ctx, p)
 	require.NoError(t, err)
-	assert.Equal(t, 3, version)
+	assert.Equal(t, len(migrationsSQL), version)
 	step := store.Step{Name: "charge", Result: []byte("ch_1")}
 	require.NoError(t, s.SaveStep(ctx, "live", store.Lease{Token: "t", Fence: 1}, step))
 	rec := mustClaim(t, s, "live", "fp", "t", time.Minute)
@@ -123,6 +123,29 @@ VALUES ($1, 'fp', 1, 't', 1, now() + interval '1 minute'), ($2, 'fp', 1, '', 4, 
 	rec = mustClaim(t, s, "released", "fp", "t", time.Minute)
 	assert.Equal(t, int64(5), rec.Owner.Fence, "the released row is taken over")
 	assert.Empty(t, rec.Steps)
+}
+
+// TestMigrateFromVersion3: a row completed before schema version 4, which
+// has no completion time, becomes a tombstone that names none.
+func TestMigrateFromVersion3(t *testing.T) {
+	t.Parallel()
+	p := testPool(t)
+	ctx := context.Background()
+	s := New(p, WithTable(testTable(t)), WithTombstones(time.Minute))
+	t.Cleanup(func() { dropTable(t, s) })
+	for _, sql := range s.sql.migrations[:3] {
+		_, err := p.Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	_, err := p.Exec(ctx, `INSERT INTO `+s.name+` (key, fingerprint, state, token, fence, status, expires_at)
+VALUES ($1, 'fp', 2, 't', 1, 200, now() - interval '1 second')`, rowKey("done"))
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx))
+	rec, claimed, err := s.Claim(ctx, "done", "fp", "x", time.Minute)
+	require.NoError(t, err)
+	assert.False(t, claimed)
+	assert.Equal(t, store.StateExpired, rec.State)
+	assert.True(t, rec.Completed.IsZero())
 }
 
 // TestMigrateChecksVersion: Claim and BeginClaim refuse a table that is not
@@ -135,7 +158,7 @@ func TestMigrateChecksVersion(t *testing.T) {
 		name, comment, migrateErr string
 	}{
 		{name: "no version", comment: "made by hand", migrateErr: "records no schema version"},
-		{name: "later version", comment: "pgstore schema version 4", migrateErr: "later than this package's 3"},
+		{name: "later version", comment: "pgstore schema version 5", migrateErr: "later than this package's 4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -158,7 +181,7 @@ func TestMigrateChecksVersion(t *testing.T) {
 		t.Parallel()
 		s := New(testPool(t), WithTable(testTable(t)))
 		_, _, err := s.Claim(ctx, "k", "fp", "x", time.Minute)
-		require.ErrorContains(t, err, "schema version 0, not 3: run Migrate")
+		require.ErrorContains(t, err, "schema version 0, not 4: run Migrate")
 	})
 }
 

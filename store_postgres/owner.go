@@ -24,11 +24,11 @@ WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1`
 
 	// completeSQL stores state $4 and the response ($5 status, $6 header,
 	// $7 body, all NULL when not replayable) for $8 microseconds in place
-	// of the steps, and wakes the key's watchers (see wakeSQL).
+	// of the steps, notes when it completed, and wakes the key's watchers (see wakeSQL).
 	completeSQL = `
 WITH done AS (
     UPDATE idempotency_keys
-    SET state = $4, status = $5, header = $6, body = $7, steps = NULL,
+    SET state = $4, status = $5, header = $6, body = $7, steps = NULL, completed_at = statement_timestamp(),
         expires_at = statement_timestamp() + $8::bigint * interval '1 microsecond'
     WHERE key = $1 AND token = $2 AND fence = $3 AND state = 1
     RETURNING key

@@ -3,6 +3,7 @@ package pgstore
 import (
 	_ "embed"
 	"strings"
+	"time"
 )
 
 // schemaSQL creates the table at schema version 1; see Migrate.
@@ -16,13 +17,16 @@ var migration2SQL string
 //go:embed migration3.sql
 var migration3SQL string
 
+//go:embed migration4.sql
+var migration4SQL string
+
 // migrationsSQL holds the migrations in order: the nth brings a table to
 // schema version n, and records it in the table's comment.
-var migrationsSQL = []string{schemaSQL, migration2SQL, migration3SQL}
+var migrationsSQL = []string{schemaSQL, migration2SQL, migration3SQL, migration4SQL}
 
 // statements holds the store's SQL. Every statement is written against the
 // default table name, as schema.sql is, and rewritten once by New for the
-// configured (validated and quoted) table name.
+// configured (validated and quoted) table name and tombstone time.
 type statements struct {
 	migrations     []string
 	claimNew       string
@@ -46,8 +50,9 @@ type statements struct {
 	find           string
 }
 
-func newStatements(table string) statements {
+func newStatements(table string, tombstones time.Duration) statements {
 	r := strings.NewReplacer(DefaultTable, table)
+	t := tombstoneReplacer(tombstones)
 	migrations := make([]string, len(migrationsSQL))
 	for i, sql := range migrationsSQL {
 		migrations[i] = r.Replace(sql)
@@ -55,23 +60,23 @@ func newStatements(table string) statements {
 	return statements{
 		migrations:     migrations,
 		claimNew:       r.Replace(claimNewSQL),
-		claimLive:      r.Replace(claimLiveSQL),
-		claim:          r.Replace(claimSQL),
+		claimLive:      t.Replace(r.Replace(claimLiveSQL)),
+		claim:          t.Replace(r.Replace(claimSQL)),
 		renew:          r.Replace(renewSQL),
 		complete:       r.Replace(completeSQL),
 		completed:      r.Replace(completedSQL),
 		release:        r.Replace(releaseSQL),
 		saveStep:       r.Replace(saveStepSQL),
-		deleteExpired:  r.Replace(deleteExpiredSQL),
+		deleteExpired:  t.Replace(r.Replace(deleteExpiredSQL)),
 		pages:          r.Replace(pagesSQL),
 		channel:        r.Replace(`SELECT ` + channelSQL),
 		watchLock:      r.Replace(watchLockSQL),
 		watchState:     r.Replace(watchStateSQL),
 		unwatch:        r.Replace(unwatchSQL),
-		inspect:        r.Replace(inspectSQL),
-		deleteLock:     r.Replace(deleteLockSQL),
+		inspect:        t.Replace(r.Replace(inspectSQL)),
+		deleteLock:     t.Replace(r.Replace(deleteLockSQL)),
 		deleteDone:     r.Replace(deleteDoneSQL),
 		deleteInFlight: r.Replace(deleteInFlightSQL),
-		find:           r.Replace(findSQL),
+		find:           t.Replace(r.Replace(findSQL)),
 	}
 }

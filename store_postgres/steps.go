@@ -36,6 +36,11 @@ RETURNING coalesce(cardinality(t.steps), 0),
 // Renew, it takes the row of a lapsed lease neither taken over nor swept
 // as still the owner's.
 func (s *Store) SaveStep(ctx context.Context, key string, owner store.Lease, step store.Step) error {
+	return s.saveStep(ctx, s.db, key, owner, step, func(op func() error) error { return s.retry(ctx, op) })
+}
+
+// saveStep is SaveStep on db, its statement sent by send.
+func (s *Store) saveStep(ctx context.Context, db querier, key string, owner store.Lease, step store.Step, send func(op func() error) error) error {
 	if owner.Token == "" {
 		return store.ErrNotOwner
 	}
@@ -47,8 +52,8 @@ func (s *Store) SaveStep(ctx context.Context, key string, owner store.Lease, ste
 		recorded int
 		kept     bool
 	)
-	err := s.retry(ctx, func() error {
-		return s.db.QueryRow(ctx, s.sql.saveStep, rowKey(key), []byte(owner.Token), owner.Fence,
+	err := send(func() error {
+		return db.QueryRow(ctx, s.sql.saveStep, rowKey(key), []byte(owner.Token), owner.Fence,
 			name, len(name), store.MaxSteps, encoded).Scan(&recorded, &kept)
 	})
 	switch {

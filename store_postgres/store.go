@@ -26,19 +26,20 @@ const DefaultTable = "idempotency_keys"
 
 // Store is a store.Store backed by one PostgreSQL table.
 type Store struct {
-	pool      *pgxpool.Pool
-	db        querier
-	maxConns  int // bounds retries on dead connections
-	schema    string
-	table     string
-	name      string // the table's quoted, possibly schema-qualified name
-	logger    *slog.Logger
-	abandoned time.Duration
-	sql       statements
-	current   atomic.Bool // see requireCurrent
-	listener  *listener
-	newClaims *batch.Sender[*newClaimCall]
-	completes *batch.Sender[*completeCall]
+	pool       *pgxpool.Pool
+	db         querier
+	maxConns   int // bounds retries on dead connections
+	schema     string
+	table      string
+	name       string // the table's quoted, possibly schema-qualified name
+	logger     *slog.Logger
+	abandoned  time.Duration
+	tombstones time.Duration // 0: none kept
+	sql        statements
+	current    atomic.Bool // see requireCurrent
+	listener   *listener
+	newClaims  *batch.Sender[*newClaimCall]
+	completes  *batch.Sender[*completeCall]
 }
 
 var _ store.Store = (*Store)(nil)
@@ -118,7 +119,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		opt(s)
 	}
 	s.name = s.qualified(s.table)
-	s.sql = newStatements(s.name)
+	s.sql = newStatements(s.name, s.tombstones)
 	s.listener = newListener(s)
 	s.newClaims = batch.New(batchLanes, s.claimNewAlone, s.sendNewClaims)
 	s.completes = batch.New(batchLanes, s.completeAlone, s.sendCompletes)

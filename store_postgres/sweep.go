@@ -8,29 +8,41 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/seed43327c4c/idempotency/store/sweeper"
 )
 
-// deleteExpiredSQL deletes up to $1 expired rows stored in pages $3 to
+// deleteExpiredSQL sweeps up to $1 expired rows stored in pages $3 to
 // $4 - 1 (a TID range scan: expires_at has no index): done rows past their
 // retention, in-flight rows whose lease ended $2 microseconds ago or more.
-// Rows another transaction has locked are skipped, never waited for; a row
-// taken over after the snapshot is re-checked when locked and left alone.
+// A done row still within its tombstone time (rowEndSQL) is turned into
+// its tombstone, its response and token dropped and its expiry moved to its end;
+// the others are deleted. Rows another transaction has locked are skipped,
+// never waited for; a row taken over after the snapshot is re-checked when
+// locked and left alone. It returns how many rows it swept.
 const deleteExpiredSQL = `
 WITH expired AS MATERIALIZED (
-    SELECT key FROM idempotency_keys
+    SELECT t.key, t.state IN (2, 3) AND ` + rowEndSQL + ` > statement_timestamp() AS entomb
+    FROM idempotency_keys AS t
     WHERE ctid >= format('(%s,0)', $3::bigint)::tid AND ctid < format('(%s,0)', $4::bigint)::tid
       AND expires_at <= statement_timestamp()
       AND (state <> 1 OR expires_at <= statement_timestamp() - $2::bigint * interval '1 microsecond')
     LIMIT $1
     FOR UPDATE SKIP LOCKED
+), entombed AS (
+    UPDATE idempotency_keys AS t
+    SET state = 4, token = '', status = NULL, header = NULL, body = NULL, expires_at = ` + rowEndSQL + `
+    FROM expired
+    WHERE t.key = expired.key AND expired.entomb AND t.state IN (2, 3) AND t.expires_at <= statement_timestamp()
+    RETURNING 1
+), deleted AS (
+    DELETE FROM idempotency_keys AS t
+    USING expired
+    WHERE t.key = expired.key AND NOT expired.entomb AND t.expires_at <= statement_timestamp()
+      AND (t.state <> 1 OR t.expires_at <= statement_timestamp() - $2::bigint * interval '1 microsecond')
+    RETURNING 1
 )
-DELETE FROM idempotency_keys AS t
-USING expired
-WHERE t.key = expired.key AND t.expires_at <= statement_timestamp()
-  AND (t.state <> 1 OR t.expires_at <= statement_timestamp() - $2::bigint * interval '1 microsecond')`
+SELECT (SELECT count(*) FROM entombed) + (SELECT count(*) FROM deleted)`
 
 const pagesSQL = `SELECT pg_relation_size('idempotency_keys') / current_setting('block_size')::bigint`
 
@@ -51,7 +63,8 @@ var sweepTx = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 
 // DeleteExpired removes up to batch (at least 1) expired rows and returns
 // how many; fewer means none were left that it could lock. In-flight rows
-// are kept for the abandoned retention. Callers running it at once skip
+// are kept for the abandoned retention; done rows become tombstones when
+// the store keeps them (WithTombstones), and count as removed. Callers running it at once skip
 // each other's rows, and none waits.
 func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 	if batch < 1 {
@@ -61,17 +74,16 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 }
 
 func (s *Store) deleteExpiredIn(ctx context.Context, batch int, from, to int64) (int, error) {
-	var tag pgconn.CommandTag
+	var n int64
 	err := s.retry(ctx, func() error {
-		return pgx.BeginTxFunc(ctx, s.pool, sweepTx, func(tx pgx.Tx) (err error) {
-			tag, err = tx.Exec(ctx, s.sql.deleteExpired, batch, s.abandoned.Microseconds(), from, to)
-			return err
+		return pgx.BeginTxFunc(ctx, s.pool, sweepTx, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, s.sql.deleteExpired, batch, s.abandoned.Microseconds(), from, to).Scan(&n)
 		})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: delete expired: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return int(n), nil
 }
 
 // StartSweeper removes expired rows at once and then every interval (0

@@ -50,8 +50,8 @@ func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string
 		}
 		rec, claimed, err := s.claimOnce(ctx, tx, key, fingerprint, token, 0, true)
 		if claimed {
-			c := &claimTx{s: s.Store, tx: tx, key: key, owner: rec.Owner}
-			return context.WithValue(ctx, txKey{}, handlerTx{Tx: tx}), rec, c, nil
+			c := &claimTx{s: s.Store, slot: &txSlot{tx: tx}, key: key, owner: rec.Owner}
+			return context.WithValue(ctx, txKey{}, c.slot), rec, c, nil
 		}
 		// The transaction changed nothing; if ending it fails, pgx closes
 		// its connection.
@@ -67,19 +67,24 @@ func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string
 	return ctx, store.Record{}, nil, fmt.Errorf("pgstore: begin claim: %w %d times in a row", errStaleSnapshot, staleAttempts)
 }
 
+// claimTx is a claim's transaction; once a step committed the claim
+// (durable), slot holds the transaction of the run's writes outside steps
+// since, which Commit ends with the response.
 type claimTx struct {
-	s     *Store
-	tx    pgx.Tx
-	key   string
-	owner store.Lease
+	s       *Store
+	slot    *txSlot
+	key     string
+	owner   store.Lease
+	durable bool
 }
 
 // Commit implements store.Tx: it stores the response and commits, which
 // wakes the key's watchers. If storing fails (a handler's statement may
 // have aborted the transaction), it rolls back and returns the error.
 func (c *claimTx) Commit(ctx context.Context, resp *store.Response, retention time.Duration) error {
+	tx := c.slot.tx
 	state, status, header, body := completion(resp)
-	tag, err := c.tx.Exec(ctx, c.s.sql.complete, rowKey(c.key), []byte(c.owner.Token), c.owner.Fence,
+	tag, err := tx.Exec(ctx, c.s.sql.complete, rowKey(c.key), []byte(c.owner.Token), c.owner.Fence,
 		int16(state), status, header, body, retention.Microseconds())
 	if err == nil && tag.RowsAffected() == 0 {
 		// Only the handler, through the transaction, can have changed the
@@ -87,20 +92,25 @@ func (c *claimTx) Commit(ctx context.Context, resp *store.Response, retention ti
 		err = store.ErrNotOwner
 	}
 	if err != nil {
-		_ = c.tx.Rollback(ctx)
+		_ = tx.Rollback(ctx)
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
-	if err := c.tx.Commit(ctx); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
 	return nil
 }
 
-// Rollback implements store.Tx.
+// Rollback implements store.Tx. Once a step committed the claim, it
+// undoes the writes since and releases the key, its steps kept for the
+// next claim.
 func (c *claimTx) Rollback(ctx context.Context) error {
-	err := c.tx.Rollback(ctx)
+	err := c.slot.tx.Rollback(ctx)
 	if err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return fmt.Errorf("pgstore: rollback: %w", err)
+	}
+	if c.durable {
+		return c.s.Release(ctx, c.key, c.owner)
 	}
 	return nil
 }
@@ -109,16 +119,25 @@ type txKey struct{}
 
 // Tx returns the transaction of the protected request whose context is
 // ctx, for the handler's writes; ok is false when the request holds none.
+// Inside a step (idempotency.Step) it is the step's own transaction; after
+// a step, call Tx again, since the one from before is then committed.
 // The middleware ends it: Commit and Rollback on it return ErrTxOwned. To
 // undo its writes the handler answers with a status that is not recorded,
 // or undoes part of them in a savepoint. It must not be used after the
 // handler returns.
 func Tx(ctx context.Context) (pgx.Tx, bool) {
-	tx, ok := ctx.Value(txKey{}).(handlerTx)
+	slot, ok := ctx.Value(txKey{}).(*txSlot)
 	if !ok {
 		return nil, false
 	}
-	return tx, true
+	return handlerTx{Tx: slot.tx}, true
+}
+
+// txSlot holds the transaction Tx returns for a context: a step's, or the
+// run's outside steps, which a run's first step replaces (see BeginStep).
+// Only the handler's goroutine, running the step, changes it.
+type txSlot struct {
+	tx pgx.Tx
 }
 
 // ErrTxOwned is returned by Commit and Rollback on the transaction Tx
