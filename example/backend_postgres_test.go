@@ -82,59 +82,29 @@ func TestExamplePostgresConnectionsTerminated(t *testing.T) {
 	assert.Equal(t, 50, db.count(t, "payments", ""), "one payment per key")
 }
 
-// TestExamplePostgresPlainWorkerKilled: with the plain Postgres store
-// (-postgres-tx=false), the worker running a request is SIGKILLed after it
-// recorded the payment, while it holds the key. Its duplicates get 409
-// until its lease ends; then exactly one of them takes the key over and
-// runs the handler, and all get that one answer. The killed run's payment
-// stays (only the transactional mode undoes a handler's writes that were
-// never recorded as done), and the run that took over answers with it.
-func TestExamplePostgresPlainWorkerKilled(t *testing.T) {
+// TestExamplePostgresWorkerKilled: the worker running a request is
+// SIGKILLed after it recorded the payment, while it holds the key, in both
+// modes. Its duplicates get 409 until its lease ends; then exactly one of
+// them takes the key over and runs the handler, and all get that one
+// answer, the killed run's payment (see requireKilledRunTakenOver). In
+// the plain mode (-postgres-tx=false) the killed run's payment stays
+// because the ledger wrote it on its own; in the transactional mode
+// because its step "ledger" committed it with its recovery point, which
+// the run that took over gets back instead of writing again.
+func TestExamplePostgresWorkerKilled(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("example: finding the worker that holds a connection reads /proc")
 	}
-	db := newPGTestDB(t)
-	p := startExample(t, "-store", "postgres", "-postgres-tx=false", "-database-url", db.URL,
-		"-workers", "2", "-delay", "2s", "-lease", "1s")
-	requireKilledRunTakenOver(t, p, db.count)
-	assert.Equal(t, 1, db.count(t, "idempotency_keys", "state = 2"))
-	p.waitWorkers(2)
-}
-
-// TestExamplePostgresTxWorkerKilled: the worker running a request is
-// SIGKILLed after the handler inserted the payment and before the commit
-// (during -delay). The payment and the claim were one transaction, which
-// the server aborts when the worker's connection drops: no payment row and
-// no record are left, and the key is free at once, without waiting for a
-// lease. The client's retry, sent by several clients at once, creates
-// exactly one payment.
-func TestExamplePostgresTxWorkerKilled(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("example: finding the worker that holds a connection reads /proc")
+	for _, mode := range []string{"-postgres-tx=false", "-postgres-tx=true"} {
+		t.Run(mode, func(t *testing.T) {
+			db := newPGTestDB(t)
+			p := startExample(t, "-store", "postgres", mode, "-database-url", db.URL,
+				"-workers", "2", "-delay", "2s", "-lease", "1s")
+			requireKilledRunTakenOver(t, p, db.count)
+			assert.Equal(t, 1, db.count(t, "idempotency_keys", "state = 2"))
+			p.waitWorkers(2)
+		})
 	}
-	db := newPGTestDB(t)
-	p := startExample(t, "-store", "postgres", "-database-url", db.URL, "-workers", "2", "-delay", "2s")
-
-	first, holder := postTracked(t, p, faultKey("killed", 0), faultBody(0))
-	require.Eventually(t, func() bool { return db.paymentsInserting(t) == 1 }, 30*time.Second, 20*time.Millisecond,
-		"the first request's handler inserted its payment in an open transaction")
-	waitProviderKeys(t, p, 1)
-	assert.Zero(t, db.count(t, "payments", ""), "the payment is not visible before the commit")
-	assert.Zero(t, db.count(t, "idempotency_keys", ""), "nor is the claim")
-
-	killed := killHolder(t, p, first, holder)
-	require.Eventually(t, func() bool { return db.paymentsInserting(t) == 0 }, 30*time.Second, 20*time.Millisecond,
-		"the server aborts the killed worker's transaction")
-	assert.Zero(t, db.count(t, "payments", ""), "the killed run left no payment")
-	assert.Zero(t, db.count(t, "idempotency_keys", ""), "nor a record")
-
-	retryKilled(t, p, killed)
-	assert.Equal(t, 1, db.count(t, "payments", ""), "exactly one payment: the retry's")
-	keys := waitProviderKeys(t, p, 2)
-	assert.Len(t, keys, 2)
-	assert.Equal(t, keys[0], keys[1], "the retry sends the provider the killed run's key")
-	assert.Equal(t, 1, db.count(t, "idempotency_keys", "state = 2"))
-	p.waitWorkers(2)
 }
 
 // TestExamplePostgresTxChaos: four workers in transactional mode serve 60

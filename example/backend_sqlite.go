@@ -11,9 +11,9 @@ import (
 
 // sqlitePaymentsSchema is the ledger's tables: payments, with an index for
 // listing one account's payments in the order they were made (rowid order),
-// and a unique ref per payment (Create); and the tallies webhook_events and
-// provider_charges, each id's count. The idempotency table comes from
-// sqlitestore's own schema through Migrate.
+// and a unique ref per payment (Create); and the tally webhook_events, each
+// id's count. The idempotency table comes from sqlitestore's own schema
+// through Migrate.
 const sqlitePaymentsSchema = `
 CREATE TABLE IF NOT EXISTS payments (
     id       TEXT    PRIMARY KEY,
@@ -26,11 +26,22 @@ CREATE INDEX IF NOT EXISTS payments_account ON payments (account);
 CREATE TABLE IF NOT EXISTS webhook_events (
     id    TEXT    PRIMARY KEY,
     count INTEGER NOT NULL
-);
+)`
+
+// sqliteProviderSchema is the fake provider's tally, provider_charges, in a
+// file of its own (providerPath).
+const sqliteProviderSchema = `
 CREATE TABLE IF NOT EXISTS provider_charges (
     id    TEXT    PRIMARY KEY,
     count INTEGER NOT NULL
 )`
+
+// providerPath is the file of the fake provider's tally beside the ledger's
+// file at path. The provider stands for another service: its writes must
+// not wait for the ledger file's write lock, which a request in
+// transactional mode holds from its ledger write to its commit (-delay
+// included), and behind which the provider's count would time out busy.
+func providerPath(path string) string { return path + "-provider" }
 
 // openSQLite keeps records and payments in the SQLite file cfg.sqlitePath,
 // in the tables idempotency_keys and payments, which every worker of this
@@ -60,7 +71,29 @@ func openSQLite(ctx context.Context, cfg config) (store.Store, ledger, func(), e
 		_ = db.Close()
 		return nil, nil, nil, err
 	}
-	return st, &sqliteLedger{db: db, inTx: cfg.sqliteTx}, sweepWhileOpen(plain.StartSweeper, func() { _ = db.Close() }), nil
+	provider, err := openSQLiteProvider(ctx, providerPath(cfg.sqlitePath))
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, nil, err
+	}
+	closeDBs := func() { _ = db.Close(); _ = provider.Close() }
+	return st, &sqliteLedger{db: db, provider: provider, inTx: cfg.sqliteTx}, sweepWhileOpen(plain.StartSweeper, closeDBs), nil
+}
+
+// openSQLiteProvider opens (creating it if missing) the provider's file at
+// path and its table.
+func openSQLiteProvider(ctx context.Context, path string) (*sql.DB, error) {
+	db, err := sqlitestore.Open(ctx, path, 0)
+	if err == nil {
+		_, err = db.ExecContext(ctx, sqliteProviderSchema)
+		if err != nil {
+			_ = db.Close()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the provider's file %s: %w", path, err)
+	}
+	return db, nil
 }
 
 // migrateSQLite creates the idempotency table and the ledger's table. The
@@ -104,8 +137,9 @@ func createPaymentsTable(ctx context.Context, tx *sql.Tx) error {
 // sqliteLedger is a ledger in the payments table of the SQLite file,
 // shared by every worker of this host.
 type sqliteLedger struct {
-	db   *sql.DB
-	inTx bool // payments are written through the request's transaction
+	db       *sql.DB
+	provider *sql.DB // the external tallies' file (providerPath)
+	inTx     bool    // payments are written through the request's transaction
 }
 
 // writer returns what the ledger writes through: in transactional mode the
@@ -146,13 +180,11 @@ func (l *sqliteLedger) List(ctx context.Context, account string) ([]payment, err
 }
 
 // Count builds its statement from t's name, one of the tallies, never from
-// input. An external tally is written through db: a request takes the
-// file's write lock at its ledger write, after its charge, so the provider's
-// write never waits for a request that waits for the provider.
+// input. An external tally is written in its own file.
 func (l *sqliteLedger) Count(ctx context.Context, t tally, id string) (int, error) {
 	db, err := l.writer(ctx)
 	if t.external {
-		db, err = l.db, nil
+		db, err = l.provider, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("counting in %s: %w", t.name, err)
@@ -167,5 +199,8 @@ ON CONFLICT (id) DO UPDATE SET count = count + 1 RETURNING count`, id).Scan(&cou
 }
 
 func (l *sqliteLedger) Counts(ctx context.Context, t tally) ([]eventCount, error) {
+	if t.external {
+		return listTally(ctx, l.provider, t)
+	}
 	return listTally(ctx, l.db, t)
 }

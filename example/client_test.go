@@ -43,13 +43,15 @@ type clientPayment struct {
 // random, one every 500 ms, five times. The transport gives each payment a
 // key and retries it after a kill cuts it off: every payment a client saw
 // succeed is in the ledger exactly once, the one it was answered with, and
-// no payment is there twice. Its base transport opens a connection per
+// no payment is there twice. A run killed after its first step holds its
+// key until its lease (2 s) ends, and a retry then takes it over. Its base
+// transport opens a connection per
 // attempt: on a reused connection net/http would resend a request with an
 // Idempotency-Key itself, unseen by the count of attempts.
 func TestTransportAgainstKilledWorkers(t *testing.T) {
 	const payments, clients, kills = 100, 10, 5
 	db := newPGTestDB(t)
-	p := startExample(t, "-store", "postgres", "-database-url", db.URL, "-workers", "4", "-delay", "200ms")
+	p := startExample(t, "-store", "postgres", "-database-url", db.URL, "-workers", "4", "-delay", "200ms", "-lease", "2s")
 
 	counted := &countingTransport{base: &http.Transport{DisableKeepAlives: true}}
 	client := &http.Client{Transport: idempotency.NewTransport(counted,

@@ -123,17 +123,6 @@ func (db *pgTestDB) terminate(t *testing.T) int {
 	return n
 }
 
-// paymentsInserting returns how many open transactions have inserted into
-// (hold a row-exclusive lock on) the schema's payments table.
-func (db *pgTestDB) paymentsInserting(t *testing.T) int {
-	t.Helper()
-	var n int
-	require.NoError(t, db.admin.QueryRow(context.Background(), `
-SELECT count(*) FROM pg_locks
-WHERE relation = $1::regclass AND mode = 'RowExclusiveLock' AND granted`, db.schema+".payments").Scan(&n))
-	return n
-}
-
 // paymentsOf returns the ids of the payments of amount in the ledger.
 func (db *pgTestDB) paymentsOf(t *testing.T, amount int) []string {
 	t.Helper()

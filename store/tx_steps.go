@@ -17,9 +17,10 @@ type TxStepStore interface {
 	// BeginStep opens the transaction of a step of the run that tx, a Tx
 	// of this store's BeginClaim, holds, for owner; stepCtx carries it for
 	// the accessor. If tx's claim is not yet committed, BeginStep first
-	// commits it, the key in flight for lease from now, and opens a new
-	// transaction for tx's later writes. The caller ends step with exactly
-	// one Commit or Rollback, before it calls BeginStep again.
+	// commits it, the key in flight for lease from now. The step's Commit
+	// commits the run's writes outside steps since the step before with
+	// its own. The caller ends step with exactly one Commit or Rollback,
+	// before it calls BeginStep again.
 	BeginStep(ctx context.Context, tx Tx, owner Lease, lease time.Duration) (stepCtx context.Context, step StepTx, err error)
 }
 

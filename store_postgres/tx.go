@@ -68,8 +68,8 @@ func (s *TxStore) BeginClaim(ctx context.Context, key, fingerprint, token string
 }
 
 // claimTx is a claim's transaction; once a step committed the claim
-// (durable), slot holds the transaction of the run's writes outside steps
-// since, which Commit ends with the response.
+// (durable), slot holds the run's transaction since the last step, which
+// the next step's Commit or Commit, with the response, ends.
 type claimTx struct {
 	s       *Store
 	slot    *txSlot
@@ -106,21 +106,28 @@ func (c *claimTx) Commit(ctx context.Context, resp *store.Response, retention ti
 // next claim.
 func (c *claimTx) Rollback(ctx context.Context) error {
 	err := c.slot.tx.Rollback(ctx)
-	if err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-		return fmt.Errorf("pgstore: rollback: %w", err)
+	if errors.Is(err, pgx.ErrTxClosed) {
+		err = nil
 	}
+	if err != nil {
+		err = fmt.Errorf("pgstore: rollback: %w", err)
+	}
+	// A failed rollback closes its connection, which ends the transaction
+	// as well: the key is released either way.
 	if c.durable {
-		return c.s.Release(ctx, c.key, c.owner)
+		err = errors.Join(err, c.s.Release(ctx, c.key, c.owner))
 	}
-	return nil
+	return err
 }
 
 type txKey struct{}
 
 // Tx returns the transaction of the protected request whose context is
 // ctx, for the handler's writes; ok is false when the request holds none.
-// Inside a step (idempotency.Step) it is the step's own transaction; after
-// a step, call Tx again, since the one from before is then committed.
+// Inside a step (idempotency.Step) it is the step's savepoint; after a
+// step, call Tx again, since the one from before is then committed. Writes
+// outside steps commit with the next step's recovery point, or with the
+// response after the last step.
 // The middleware ends it: Commit and Rollback on it return ErrTxOwned. To
 // undo its writes the handler answers with a status that is not recorded,
 // or undoes part of them in a savepoint. It must not be used after the

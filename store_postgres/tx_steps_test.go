@@ -3,7 +3,10 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,4 +275,33 @@ func TestTxStepNestedIsRefused(t *testing.T) {
 	w := sendTo(f.handler(), "k", nil)
 	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
 	assert.ErrorIs(t, nested, idempotency.ErrStepMisused)
+}
+
+// TestTxStepsHoldOneConnection: a run with steps holds one pool connection
+// at a time, so four times more runs at once than the pool has connections
+// all finish. A run that held its transaction's connection while it waited
+// for its step's would deadlock the pool: each request here has 10 s.
+func TestTxStepsHoldOneConnection(t *testing.T) {
+	t.Parallel()
+	f := newStepFixtureOn(newTestTxStoreOn(t, ownPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 2 })))
+	f.setHook("charge", func(context.Context) error {
+		time.Sleep(20 * time.Millisecond) // a provider's call, which keeps the step open
+		return nil
+	})
+	h := f.handler()
+	const runs = 8
+	codes := make([]int, runs)
+	storetest.Together(runs, func(i int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
+		r.Header.Set("Idempotency-Key", fmt.Sprintf("k%d", i))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		codes[i] = w.Code
+	})
+	for i, code := range codes {
+		assert.Equal(t, http.StatusCreated, code, "run %d", i)
+	}
+	assert.Len(t, f.s.ledgerRows(t), 2*runs, "every run's two steps committed")
 }
