@@ -61,10 +61,14 @@ func openPostgres(ctx context.Context, cfg config) (store.Store, ledger, func(),
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("-database-url: %w", err)
 	}
-	plain := pgstore.New(pool)
+	var opts []pgstore.Option
+	if cfg.tombstones > 0 {
+		opts = append(opts, pgstore.WithTombstones(cfg.tombstones))
+	}
+	plain := pgstore.New(pool, opts...)
 	var st store.Store = plain
 	if cfg.postgresTx {
-		st = pgstore.NewTx(pool)
+		st = pgstore.NewTx(pool, opts...)
 	}
 	provider, err := pgxpool.New(ctx, cfg.databaseURL)
 	if err == nil {

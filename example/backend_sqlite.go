@@ -62,10 +62,14 @@ func openSQLite(ctx context.Context, cfg config) (store.Store, ledger, func(), e
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("-sqlite-path: %w", err)
 	}
-	plain := sqlitestore.New(db)
+	var opts []sqlitestore.Option
+	if cfg.tombstones > 0 {
+		opts = append(opts, sqlitestore.WithTombstones(cfg.tombstones))
+	}
+	plain := sqlitestore.New(db, opts...)
 	var st store.Store = plain
 	if cfg.sqliteTx {
-		st = sqlitestore.NewTx(db, sqlitestore.WithTxLease(cfg.lease))
+		st = sqlitestore.NewTx(db, append(opts, sqlitestore.WithTxLease(cfg.lease))...)
 	}
 	if err := migrateSQLite(ctx, db, plain); err != nil {
 		_ = db.Close()

@@ -135,7 +135,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 }
 
 // tombstoneStores are the -store names that keep -tombstones.
-var tombstoneStores = []string{"memory", "redis"}
+var tombstoneStores = []string{"memory", "sqlite", "redis", "postgres"}
 
 // parseSentinel parses -redis-sentinel's MASTER@HOST:PORT[,HOST:PORT...].
 func parseSentinel(v string) (master string, addrs []string, err error) {
