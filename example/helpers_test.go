@@ -104,10 +104,17 @@ type testAPI struct {
 
 func newTestAPI(t *testing.T, led ledger) *testAPI {
 	t.Helper()
+	return newTestAPIOn(t, led, nil)
+}
+
+// newTestAPIOn is newTestAPI with its payments' records in st (nil: a
+// memory store).
+func newTestAPIOn(t *testing.T, led ledger, st store.Store) *testAPI {
+	t.Helper()
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	a := withProvider(t, &api{ledger: led, log: logger, jobs: store.NewMemory()})
-	srv := httptest.NewServer(a.routes(newMiddleware(nil, 30*time.Second, logger), newWebhookMiddleware(nil, 30*time.Second, logger)))
+	srv := httptest.NewServer(a.routes(newMiddleware(st, 30*time.Second, logger), newWebhookMiddleware(nil, 30*time.Second, logger)))
 	t.Cleanup(srv.Close)
 	return &testAPI{url: srv.URL, led: led, logs: logs}
 }

@@ -50,7 +50,12 @@ func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Currency = strings.ToUpper(req.Currency)
-	ch, err := step(r.Context(), "charge", func(ctx context.Context) (charge, error) { return a.charge(ctx, req) })
+	ch, err := step(r.Context(), "charge", func(ctx context.Context, plain bool) (charge, error) {
+		if plain { // the transport sends a step's key by itself, and a random one outside steps
+			return a.charge(ctx, req, key.Derive("charge"))
+		}
+		return a.charge(ctx, req, "")
+	})
 	if err != nil {
 		a.log.Error("charging a payment failed", "err", err)
 		httpx.WriteProblem(w, httpx.Problem{Status: http.StatusBadGateway,
@@ -60,7 +65,7 @@ func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 	a.crashAfter("charge", key.Fence)
 	// A retry after a write whose outcome was unknown (the 500 below)
 	// finds that write instead of recording another payment.
-	p, err := step(r.Context(), "ledger", func(ctx context.Context) (payment, error) {
+	p, err := step(r.Context(), "ledger", func(ctx context.Context, _ bool) (payment, error) {
 		return a.ledger.Create(ctx, key.Derive("ledger"), account(r), req.Amount, req.Currency)
 	})
 	if err != nil {
@@ -83,13 +88,13 @@ func (a *api) createPayment(w http.ResponseWriter, r *http.Request) {
 
 // step runs fn as the request's step called name (idempotency.Step). Where
 // the store keeps no steps in the mode it runs in, it runs fn as a plain
-// call: the derived keys of the provider and the ledger then keep a run
-// again from charging or recording twice, and the transactional stores
-// commit the ledger's write with the record.
-func step[T any](ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
-	v, err := idempotency.Step(ctx, name, fn)
+// call (plain true), on every run: the derived keys of the provider and
+// the ledger then keep a run again from charging or recording twice, and
+// the transactional stores commit the ledger's write with the record.
+func step[T any](ctx context.Context, name string, fn func(ctx context.Context, plain bool) (T, error)) (T, error) {
+	v, err := idempotency.Step(ctx, name, func(ctx context.Context) (T, error) { return fn(ctx, false) })
 	if errors.Is(err, idempotency.ErrStepsUnsupported) {
-		return fn(ctx)
+		return fn(ctx, true)
 	}
 	return v, err
 }

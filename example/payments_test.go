@@ -283,18 +283,36 @@ func (f *failingLedger) Create(ctx context.Context, ref, account string, amount 
 // TestPaymentResumesAfterItsCharge: a payment whose ledger step failed
 // after its charge is retried with the same key and finishes without
 // asking the provider to charge it again: the charge step's result was
-// stored, and the retry gets it back.
+// stored, and the retry gets it back. On a store that keeps no steps the
+// charge runs on every run, always under the key its step would send, so
+// the provider charges once.
 func TestPaymentResumesAfterItsCharge(t *testing.T) {
-	led := &failingLedger{ledger: &memoryLedger{}}
-	led.fails.Store(2)
-	ta := newTestAPI(t, led)
-	body := `{"amount": 900, "currency": "EUR"}`
-	for range 2 {
-		failed := ta.post(t, "/payments", "order-9", body)
-		require.Equal(t, http.StatusInternalServerError, failed.status, failed.body)
+	for _, c := range []struct {
+		name    string
+		records store.Store
+		calls   string
+	}{
+		{"steps kept", nil, `{"calls": 1, "keys": 1}`},
+		{"no steps", storeWithoutSteps{store.NewMemory()}, `{"calls": 3, "keys": 1}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			led := &failingLedger{ledger: &memoryLedger{}}
+			led.fails.Store(2)
+			ta := newTestAPIOn(t, led, c.records)
+			body := `{"amount": 900, "currency": "EUR"}`
+			for range 2 {
+				failed := ta.post(t, "/payments", "order-9", body)
+				require.Equal(t, http.StatusInternalServerError, failed.status, failed.body)
+			}
+			done := ta.post(t, "/payments", "order-9", body)
+			require.Equal(t, http.StatusCreated, done.status, done.body)
+			assert.JSONEq(t, c.calls, ta.get(t, "/provider/charges").body)
+			assert.Equal(t, 1, ta.ledgerLen(t))
+		})
 	}
-	done := ta.post(t, "/payments", "order-9", body)
-	require.Equal(t, http.StatusCreated, done.status, done.body)
-	assert.JSONEq(t, `{"calls": 1, "keys": 1}`, ta.get(t, "/provider/charges").body, "one charge for three runs")
-	assert.Equal(t, 1, ta.ledgerLen(t))
+}
+
+// storeWithoutSteps is a store that keeps no steps (not a store.StepStore).
+type storeWithoutSteps struct {
+	store.Store
 }

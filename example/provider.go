@@ -71,17 +71,20 @@ func (a *api) listCharges(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, calls)
 }
 
-// charge asks the fake provider at a.providerURL to charge req. It is sent
-// through idempotency.NewTransport, so inside a step it carries the step's
-// key, derived from the request's: every run of the step sends the same
-// one.
-func (a *api) charge(ctx context.Context, req paymentRequest) (charge, error) {
+// charge asks the fake provider at a.providerURL to charge req under key
+// ("": the transport's). It is sent through idempotency.NewTransport, so
+// inside a step it carries the step's key, derived from the request's:
+// every run of the step sends the same one.
+func (a *api) charge(ctx context.Context, req paymentRequest, key string) (charge, error) {
 	body, _ := json.Marshal(req) // an int and a string always encode
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.providerURL, bytes.NewReader(body))
 	if err != nil {
 		return charge{}, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		hreq.Header.Set(httpx.KeyHeader, key)
+	}
 	resp, err := a.provider.Do(hreq)
 	if err != nil {
 		return charge{}, fmt.Errorf("charging: %w", err)
