@@ -439,6 +439,10 @@ func newDuplicateStorm(t *testing.T, s *redisstore.Store) *duplicateStorm {
 	storm.server = httptest.NewServer(mw(http.HandlerFunc(storm.handle)))
 	t.Cleanup(storm.server.Close)
 	t.Cleanup(storm.client.CloseIdleConnections)
+	// A test that stops early (a require in the failover) still waits for
+	// its senders, whose errors would otherwise come after it ended, hiding
+	// its own failure behind a panic.
+	t.Cleanup(storm.wait)
 	return storm
 }
 
