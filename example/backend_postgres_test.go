@@ -25,7 +25,7 @@ func TestExampleStormPostgres(t *testing.T) {
 // while. Each protected request runs in a transaction (the store is in
 // transactional mode), so a termination aborts the requests then running:
 // their payments and claims are rolled back together, and their clients
-// get 500 or 503 and retry. While Postgres cannot be reached every request
+// get 500, 502 or 503 and retry. While Postgres cannot be reached every request
 // gets 503 and no handler runs (fail closed); once it can, the same
 // requests succeed, and every key ends with exactly one payment.
 func TestExamplePostgresConnectionsTerminated(t *testing.T) {
@@ -55,7 +55,7 @@ func TestExamplePostgresConnectionsTerminated(t *testing.T) {
 	requireOncePerKey(t, answers)
 	assert.Positive(t, n, "no connection was terminated")
 	assert.Equal(t, 40, db.count(t, "payments", ""), "one payment per key")
-	t.Logf("mid-run: %d connections terminated, %d answers 500 or 503 retried", n, retried)
+	t.Logf("mid-run: %d connections terminated, %d answers 500, 502 or 503 retried", n, retried)
 
 	// Cut off: the role may not log in, and its connections are ended.
 	db.exec(t, "ALTER ROLE "+db.role+" NOLOGIN")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -134,7 +135,7 @@ func (db *pgTestDB) paymentsOf(t *testing.T, amount int) []string {
 }
 
 // chaosAnswer is what a chaos client finally got, and what it retried on
-// the way: transport errors, 500s, 503s and 409s.
+// the way: transport errors, 500s, 502s, 503s and 409s.
 type chaosAnswer struct {
 	stormResponse
 	retried map[string]int
@@ -143,7 +144,7 @@ type chaosAnswer struct {
 
 // postUntilCreated posts body under key until the answer is a 201,
 // retrying as a real client does: a 409 after its Retry-After (see
-// postUntilDone), a transport error, a 500 or a 503 after 100 ms. Any other
+// postUntilDone), a transport error, a 500, 502 or 503 after 100 ms. Any other
 // answer, or still no 201 at deadline, is an error.
 func postUntilCreated(client *http.Client, baseURL, key, body string, deadline time.Time) chaosAnswer {
 	a := chaosAnswer{retried: map[string]int{}}
@@ -156,7 +157,7 @@ func postUntilCreated(client *http.Client, baseURL, key, body string, deadline t
 		case resp.status == http.StatusCreated:
 			a.stormResponse = resp
 			return a
-		case resp.status == http.StatusInternalServerError, resp.status == http.StatusServiceUnavailable:
+		case slices.Contains(retriedStatuses, resp.status):
 			a.retried[strconv.Itoa(resp.status)]++
 		default:
 			a.err = fmt.Errorf("unexpected answer %d: %s", resp.status, resp.body)
@@ -174,11 +175,15 @@ func faultKey(prefix string, k int) string { return fmt.Sprintf("%s-%d", prefix,
 // faultBody is key k's payment: an amount no other key posts.
 func faultBody(k int) string { return fmt.Sprintf(`{"amount": %d, "currency": "EUR"}`, 100+k) }
 
+// retriedStatuses are the answers faultStorm's clients send again.
+var retriedStatuses = []int{http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable}
+
 // faultStorm sends dups concurrent POST /payments for each of keys keys
 // (faultKey(prefix, k) with faultBody(k)), each client retrying as a real
-// client would: a 409 after Retry-After (postUntilDone), a 500 or 503 after
-// 100 ms. It returns every client's final answer per key, and how many
-// 500s and 503s were retried.
+// client would: a 409 after Retry-After (postUntilDone), a 500, 502 or 503
+// after 100 ms (a 502 is the charge failing, as when the fault also cut
+// off the fake provider's connections). It returns every client's final
+// answer per key, and how many of those were retried.
 func faultStorm(t *testing.T, baseURL, prefix string, keys, dups int) ([][]stormResponse, int) {
 	t.Helper()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
@@ -196,7 +201,7 @@ func faultStorm(t *testing.T, baseURL, prefix string, keys, dups int) ([][]storm
 						t.Errorf("key %d: %v", k, err)
 						return
 					}
-					if (resp.status != http.StatusInternalServerError && resp.status != http.StatusServiceUnavailable) || try == 300 {
+					if !slices.Contains(retriedStatuses, resp.status) || try == 300 {
 						answers[k][d] = resp
 						return
 					}
@@ -278,7 +283,7 @@ func retryKilled(t *testing.T, p *exampleProc, killed int) stormResponse {
 // requireChaosSurvived has 60 keys x 5 concurrent duplicates sent to p's
 // four workers while kills of them are SIGKILLed at random, one every
 // interval; the supervisor restarts them. The clients retry as real
-// clients do: after a transport error, a 500 or 503 and a 409. At the end
+// clients do: after a transport error, a 500, 502 or 503 and a 409. At the end
 // the ledger holds exactly one payment per key (each key posts an amount
 // of its own), each the one its clients were answered with (paymentsOf
 // reads the ledger), every key has one completed record (count reads a
