@@ -278,7 +278,8 @@ func TestJobsRunOnceAcrossWorkers(t *testing.T) {
 
 // TestJobsInTransactionsSurviveKilledWorkers: with the transactional
 // store, four workers run the same 100 jobs while workers are SIGKILLed at
-// random, mid-job, and replaced by workers that receive every job again.
+// random, mid-job, up to six times (until every worker is done), and
+// replaced by workers that receive every job again.
 // A killed run's row is rolled back with its claim, so the ledger still
 // ends with exactly one row per job.
 func TestJobsInTransactionsSurviveKilledWorkers(t *testing.T) {
@@ -291,15 +292,16 @@ func TestJobsInTransactionsSurviveKilledWorkers(t *testing.T) {
 	killed := 0
 	for range kills {
 		time.Sleep(time.Duration(100+rand.IntN(200)) * time.Millisecond)
-		if w.killOne() {
-			killed++
-			w.start()
+		if !w.killOne() {
+			break // every worker is done: a fast machine
 		}
+		killed++
+		w.start()
 	}
 	runs, results := w.wait()
 	ledger := requireEachJobOnce(t, prefix, jobs, results, rows)
 	t.Logf("%d workers killed; %d runs of the jobs' work for %d rows", killed, runs, len(ledger))
-	assert.Equal(t, kills, killed)
+	assert.Positive(t, killed, "no worker was killed")
 	assert.Greater(t, runs, jobs, "some run was cut off by a kill and ran again")
 }
 
