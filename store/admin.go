@@ -14,7 +14,8 @@ type Admin interface {
 
 	// Inspect returns the record filed under hash without changing it; found
 	// is false when there is none or it expired. Owner's Token is never set;
-	// its Fence is the record's latest.
+	// its Fence is the record's latest. A StepStore's record in flight has
+	// its recorded Steps.
 	Inspect(ctx context.Context, hash string) (rec Record, found bool, err error)
 
 	// Delete removes the record filed under hash and reports whether there

@@ -22,7 +22,13 @@ func (m *Memory) Inspect(_ context.Context, hash string) (Record, bool, error) {
 	if i < 0 {
 		return Record{}, false, nil
 	}
-	return m.viewOf(i, now), true, nil
+	rec := m.viewOf(i, now)
+	if kept := m.steps[m.records.at(i).key()]; kept != nil {
+		// Clipped, as a claim gets them: a later SaveStep cannot write
+		// into what the caller holds. Read without keeping them longer.
+		rec.Steps = kept.steps[:len(kept.steps):len(kept.steps)]
+	}
+	return rec, true, nil
 }
 
 // Delete implements Admin, waking the watchers of a deleted key in flight.

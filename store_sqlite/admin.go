@@ -14,7 +14,7 @@ import (
 // expires_at is ahead: a released row's is not.
 var (
 	inspectSQL = onSQLiteClock(`
-SELECT state, fingerprint, fence, status, header, body, expires_at - NOW
+SELECT state, fingerprint, fence, status, header, body, expires_at - NOW, steps
 FROM idempotency_keys WHERE key = ?1 AND expires_at > NOW`)
 
 	liveStateSQL  = onSQLiteClock(`SELECT state FROM idempotency_keys WHERE key = ?1 AND expires_at > NOW`)
@@ -44,9 +44,10 @@ func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, e
 		header []byte
 		body   []byte
 		ttl    int64
+		steps  []byte
 	)
 	err := s.inTurn(ctx, "inspect", other, func(conn *sql.Conn) error {
-		err := conn.QueryRowContext(ctx, inspectSQL, hash).Scan(&state, &fp, &fence, &status, &header, &body, &ttl)
+		err := conn.QueryRowContext(ctx, inspectSQL, hash).Scan(&state, &fp, &fence, &status, &header, &body, &ttl, &steps)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return wrap("inspect", err)
 		}
@@ -59,6 +60,9 @@ func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, e
 		return store.Record{}, false, err
 	}
 	rec, err := rowRecord(state, fp, fence, status, header, body, ttl)
+	if err == nil {
+		rec.Steps, err = decodeSteps(steps)
+	}
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("sqlitestore: inspect: %w", err)
 	}

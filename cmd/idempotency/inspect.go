@@ -19,7 +19,8 @@ const envSealKeys = "IDEMPOTENCY_SEAL_KEYS"
 var errUnopened = errors.New("cannot open the sealed record")
 
 // inspect reports the record filed under hash in out: its state (absent
-// when there is none), fence and ttl_ms, and a completed record's status,
+// when there is none), fence and ttl_ms, the steps an in-flight record's
+// run recorded (see stepsOut), and a completed record's status,
 // header and body, as text when it is valid UTF-8, else in body_base64. A
 // sealed record names its key in sealed_by and is opened with the ring in
 // ringFile ("": none); one that cannot be is reported without header and
@@ -39,6 +40,9 @@ func inspect(ctx context.Context, s store.Admin, hash string, found bool, ringFi
 	out["state"] = rec.State.String()
 	out["fence"] = rec.Owner.Fence
 	out["ttl_ms"] = rec.TTL.Milliseconds()
+	if len(rec.Steps) > 0 {
+		out["steps"] = stepsOut(rec.Steps)
+	}
 	resp := rec.Response
 	if resp == nil {
 		return nil
@@ -58,6 +62,26 @@ func inspect(ctx context.Context, s store.Admin, hash string, found bool, ringFi
 		out["body_base64"] = resp.Body // JSON writes bytes in base64
 	}
 	return nil
+}
+
+// stepsOut is how inspect reports steps, in the order recorded: each its
+// name, its result as text when it is valid UTF-8 (the JSON a step
+// returned), else in result_base64, and failed for an error made final.
+func stepsOut(steps []store.Step) []map[string]any {
+	out := make([]map[string]any, len(steps))
+	for i, step := range steps {
+		s := map[string]any{"name": step.Name}
+		if utf8.Valid(step.Result) {
+			s["result"] = string(step.Result)
+		} else {
+			s["result_base64"] = step.Result
+		}
+		if step.Failed {
+			s["failed"] = true
+		}
+		out[i] = s
+	}
+	return out
 }
 
 // open opens resp, sealed under the key id, with the ring in ringFile.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed43327c4c/idempotency"
+	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/seal"
 )
 
@@ -31,6 +33,47 @@ func TestInspectAJob(t *testing.T) {
 		out = runCmd(tg, "inspect", "-job", "binary").json(t)
 		require.Equal(t, "//4=", out["body_base64"])
 		require.NotContains(t, out, "body")
+	})
+}
+
+// TestInspectShowsSteps: a job in flight whose run recorded three steps
+// is shown with them, in order, each result as the JSON the step returned
+// and a final error's message marked failed, on every store that keeps
+// steps.
+func TestInspectShowsSteps(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		if _, ok := tg.store.(store.StepStore); !ok {
+			t.Skip("the store keeps no steps")
+		}
+		recorded, finish := make(chan struct{}), make(chan struct{})
+		job := make(chan error, 1)
+		go func() {
+			_, err := idempotency.Do(t.Context(), tg.store, "stepped", func(ctx context.Context) ([]byte, error) {
+				if _, err := idempotency.Step(ctx, "charge", func(context.Context) (string, error) { return "ch_1", nil }); err != nil {
+					return nil, err
+				}
+				if _, err := idempotency.Step(ctx, "binary", func(context.Context) ([]byte, error) { return []byte{0xff}, nil }); err != nil {
+					return nil, err
+				}
+				_, err := idempotency.Step(ctx, "email", func(context.Context) (int, error) {
+					return 0, idempotency.Final(errors.New("mailbox full"))
+				})
+				close(recorded)
+				<-finish
+				return []byte("done"), err
+			})
+			job <- err
+		}()
+		<-recorded
+		out := runCmd(tg, "inspect", "-job", "stepped").json(t)
+		close(finish)
+		require.Equal(t, "in-flight", out["state"])
+		require.Equal(t, []any{
+			map[string]any{"name": "charge", "result": `"ch_1"`},
+			map[string]any{"name": "binary", "result": `"/w=="`},
+			map[string]any{"name": "email", "result": "mailbox full", "failed": true},
+		}, out["steps"])
+		<-job
 	})
 }
 

@@ -26,6 +26,7 @@ func RunSteps(t *testing.T, newStore func(t *testing.T) store.StepStore) {
 		{"StepsAreBounded", testStepsAreBounded},
 		{"StepIsOnlyLent", testStepIsOnlyLent},
 		{"ConcurrentStepsAllKept", testConcurrentStepsAllKept},
+		{"InspectShowsSteps", testInspectShowsSteps},
 	})
 }
 
@@ -189,4 +190,21 @@ func testConcurrentStepsAllKept(t *testing.T, s store.StepStore) {
 		require.False(t, seen[step.Name], "step %q kept twice", step.Name)
 		seen[step.Name] = true
 	}
+}
+
+// testInspectShowsSteps: where the store is also a store.Admin, Inspect
+// shows an in-flight record's steps, in the order saved, byte for byte,
+// for an operator to see how far a run got.
+func testInspectShowsSteps(t *testing.T, s store.StepStore) {
+	admin, ok := s.(store.Admin)
+	if !ok {
+		t.Skip("the store is not a store.Admin")
+	}
+	owner := mustClaim(t, s, "inspected", "fp", longLease)
+	for _, step := range sampleSteps() {
+		saveStep(t, s, "inspected", owner, step)
+	}
+	rec, found := inspect(t, admin, "inspected")
+	require.True(t, found)
+	requireSameSteps(t, sampleSteps(), rec.Steps)
 }
