@@ -9,11 +9,12 @@ import (
 	"strings"
 
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/stepcodec"
 )
 
 const (
 	inspectSQL = "SELECT state, fingerprint, fence, status, header, body," +
-		" IF(held = 1, 0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)), " + liveSQL +
+		" IF(held = 1, 0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)), " + liveSQL + ", steps" +
 		" FROM `idempotency_keys` WHERE `key` = ?"
 
 	// lockForDeleteSQL locks a row and reads whether it is live, and a
@@ -39,13 +40,16 @@ func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, e
 	}
 	var r claimRow
 	err = s.db.QueryRowContext(ctx, s.sql.rewrite.Replace(inspectSQL), row).
-		Scan(&r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.ttl, &r.live)
+		Scan(&r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.ttl, &r.live, &r.steps)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && !r.live {
 		return store.Record{}, false, nil
 	}
 	var rec store.Record
 	if err == nil {
 		rec, err = r.record("")
+	}
+	if err == nil {
+		rec.Steps, err = stepcodec.Decode(r.steps)
 	}
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("mysqlstore: inspect: %w", explain(err))

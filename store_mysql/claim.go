@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/headercodec"
+	"github.com/seed43327c4c/idempotency/store/stepcodec"
 )
 
 // maxToken is the token column's size.
@@ -85,14 +86,15 @@ type claimRow struct {
 	header, body  []byte
 	ttl           int64 // microseconds
 	lockName      string
-	lockedOut     bool // another session holds the key's named lock
+	lockedOut     bool   // another session holds the key's named lock
+	steps         []byte // store/stepcodec's
 }
 
 // scanClaim reads a claim's row; errStale means the row it read was
 // neither its own nor live, and a plain claim runs again.
 func scanClaim(row *sql.Row) (claimRow, error) {
 	var r claimRow
-	err := row.Scan(&r.claimed, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.ttl, &r.live, &r.lockName, &r.lockedOut)
+	err := row.Scan(&r.claimed, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.ttl, &r.live, &r.lockName, &r.lockedOut, &r.steps)
 	if err != nil {
 		return claimRow{}, err
 	}
@@ -112,6 +114,11 @@ func (r claimRow) record(token string) (store.Record, error) {
 	}
 	if r.claimed {
 		rec.Owner.Token = token
+		steps, err := stepcodec.Decode(r.steps)
+		if err != nil {
+			return store.Record{}, err
+		}
+		rec.Steps = steps
 	}
 	if rec.State == store.StateCompleted && r.status.Valid {
 		header, err := headercodec.Decode(r.header)

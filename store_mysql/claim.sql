@@ -2,7 +2,7 @@
 -- claim_fingerprint under claim_token, for lease_us microseconds, or held
 -- by the caller's session while in_tx (a transactional claim). It returns
 -- one row: claimed, state, fingerprint, fence, status, header, body,
--- ttl_us, live, lock_name, locked_out; state 0 when no row was read.
+-- ttl_us, live, lock_name, locked_out, steps; state 0 when no row was read.
 --
 -- A free key is inserted; a duplicate (error 1062) is taken over when its
 -- lease ended or its retention did, raising an in-flight row's fence. A
@@ -35,8 +35,13 @@ BEGIN
     END IF;
     IF duplicate THEN
         -- Assignments run left to right, each seeing the ones before it.
+        -- A takeover of the same request keeps its steps; these come first,
+        -- before state and fingerprint change.
         UPDATE `idempotency_keys`
-        SET fence = IF(state = 1, fence + 1, 1), fingerprint = claim_fingerprint, state = 1,
+        SET steps = IF(state = 1 AND fingerprint = claim_fingerprint, steps, NULL),
+            step_names = IF(state = 1 AND fingerprint = claim_fingerprint, step_names, NULL),
+            step_count = IF(state = 1 AND fingerprint = claim_fingerprint, step_count, 0),
+            fence = IF(state = 1, fence + 1, 1), fingerprint = claim_fingerprint, state = 1,
             token = claim_token, held = in_tx, status = NULL, header = NULL, body = NULL,
             expires_at = UTC_TIMESTAMP(6) + INTERVAL lease_us MICROSECOND
         WHERE `key` = claim_key
@@ -53,6 +58,6 @@ BEGIN
            -- a won claim's time left is its lease, from its write
            COALESCE(IF(won, lease_us, IF(held = 1, 0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at))), 0) AS ttl_us,
            COALESCE(IF(held = 1, IS_USED_LOCK(lock_name) IS NOT NULL, expires_at > UTC_TIMESTAMP(6)), FALSE) AS live,
-           lock_name, locked_out
+           lock_name, locked_out, steps
     FROM (SELECT 1) AS one LEFT JOIN `idempotency_keys` ON `key` = claim_key;
 END

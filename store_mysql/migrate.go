@@ -14,8 +14,17 @@ import (
 // schemaVersion is this package's schema version, recorded in the table's
 // comment as versionComment followed by the number.
 const (
-	schemaVersion  = 1
+	schemaVersion  = 2
 	versionComment = "mysqlstore schema version "
+)
+
+// Version 2 added the steps columns, which a table made before gets from
+// addStepsSQL (schema.sql has them for a new one).
+const (
+	hasStepsSQL = "SELECT COUNT(*) FROM information_schema.COLUMNS" +
+		" WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'steps'"
+	addStepsSQL = "ALTER TABLE `idempotency_keys` ADD COLUMN steps LONGBLOB, ADD COLUMN step_names BLOB," +
+		" ADD COLUMN step_count SMALLINT NOT NULL DEFAULT 0"
 )
 
 // migrateLock is one named lock for the server: Migrate holds it while it
@@ -56,8 +65,19 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil || version == schemaVersion {
 		return err
 	}
+	if _, err := conn.ExecContext(ctx, s.sql.schema); err != nil {
+		return err
+	}
+	var hasSteps int
+	if err := conn.QueryRowContext(ctx, hasStepsSQL, s.table).Scan(&hasSteps); err != nil {
+		return err
+	}
+	if hasSteps == 0 {
+		if _, err := conn.ExecContext(ctx, s.sql.rewrite.Replace(addStepsSQL)); err != nil {
+			return err
+		}
+	}
 	for _, stmt := range []string{
-		s.sql.schema,
 		s.sql.rewrite.Replace("DROP PROCEDURE IF EXISTS `idempotency_keys_claim`"),
 		s.sql.claimProcedure,
 		s.sql.rewrite.Replace("ALTER TABLE `idempotency_keys` COMMENT = '" + versionComment + strconv.Itoa(schemaVersion) + "'"),

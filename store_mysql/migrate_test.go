@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed43327c4c/idempotency/store"
 )
 
 // TestMigrateConcurrently: workers migrating one new table at once all
@@ -44,7 +46,7 @@ func TestClaimRefusesATableNotCurrent(t *testing.T) {
 	require.ErrorContains(t, err, "run Migrate")
 
 	for comment, want := range map[string]string{
-		"mysqlstore schema version 2": "schema version 2 is later than this package's 1",
+		"mysqlstore schema version 3": "schema version 3 is later than this package's 2",
 		"the payments":                `the table's comment "the payments" records no schema version`,
 		"":                            `the table's comment "" records no schema version`,
 	} {
@@ -54,6 +56,33 @@ func TestClaimRefusesATableNotCurrent(t *testing.T) {
 		require.NoError(t, err)
 		require.ErrorContains(t, s.Migrate(context.Background()), want)
 	}
+}
+
+// TestMigrateFromVersion1: a table of schema version 1, made before steps,
+// keeps its rows and gets the steps columns; a key claimed before keeps
+// its fence and records steps after.
+func TestMigrateFromVersion1(t *testing.T) {
+	s := newTestStore(t)
+	before := mustClaim(t, s, "old", "fp", longLease)
+	for _, stmt := range []string{
+		"ALTER TABLE `idempotency_keys` DROP COLUMN steps, DROP COLUMN step_names, DROP COLUMN step_count",
+		"ALTER TABLE `idempotency_keys` COMMENT = 'mysqlstore schema version 1'",
+	} {
+		_, err := s.db.Exec(s.sql.rewrite.Replace(stmt))
+		require.NoError(t, err)
+	}
+	s = New(s.db, WithTable(s.table)) // a process started on the old table
+	_, _, err := s.Claim(context.Background(), "new", "fp", newToken(), longLease)
+	require.ErrorContains(t, err, "run Migrate", "version 1 is not current")
+
+	require.NoError(t, s.Migrate(context.Background()))
+	step := store.Step{Name: "charge", Result: []byte(`"ch_1"`)}
+	require.NoError(t, s.SaveStep(context.Background(), "old", before.Owner, step))
+	rec, found, err := s.Inspect(context.Background(), store.HashKey("old"))
+	require.NoError(t, err)
+	require.True(t, found, "the row from before the migration")
+	require.Equal(t, before.Owner.Fence, rec.Owner.Fence)
+	require.Equal(t, []store.Step{step}, rec.Steps)
 }
 
 // TestDSNWithoutDatabase: a DSN that names no database fails Migrate, and

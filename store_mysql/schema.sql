@@ -19,6 +19,11 @@ CREATE TABLE IF NOT EXISTS `idempotency_keys` (
     -- response header, store/headercodec's bytes
     header      MEDIUMBLOB,
     body        LONGBLOB,
+    -- steps of the request in flight (store/stepcodec), the hex of their
+    -- names each followed by a comma, and how many there are
+    steps       LONGBLOB,
+    step_names  BLOB,
+    step_count  SMALLINT         NOT NULL DEFAULT 0,
     -- UTC end of the lease while in flight, of the retention once done
     expires_at  DATETIME(6)      NOT NULL,
     KEY `idempotency_keys_expires_at` (expires_at)

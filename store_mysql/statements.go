@@ -35,6 +35,7 @@ const (
 		ownerWhereSQL + " AND held = 0"
 
 	completeSQL = "UPDATE `idempotency_keys` SET state = ?, status = ?, header = ?, body = ?, held = 0," +
+		" steps = NULL, step_names = NULL, step_count = 0," +
 		" expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND" + ownerWhereSQL
 
 	// releaseSQL ends the lease and clears the token. The row stays in
@@ -53,7 +54,7 @@ const (
 type statements struct {
 	schema, claimProcedure          string // see Migrate
 	claim, renew, complete, release *prepared
-	owned                           *prepared
+	owned, saveStep, stepState      *prepared
 	rewrite                         *strings.Replacer
 }
 
@@ -70,6 +71,8 @@ func newStatements(db *sql.DB, table string) statements {
 		complete:       p(completeSQL),
 		release:        p(releaseSQL),
 		owned:          p(ownedSQL),
+		saveStep:       p(saveStepSQL),
+		stepState:      p(stepStateSQL),
 		rewrite:        r,
 	}
 }

@@ -14,17 +14,13 @@ import (
 // TestConformance runs the shared store suites: Run against the plain
 // store, with and without the DSN's clientFoundRows and interpolateParams,
 // and the transactional one, RunTx against the transactional store's
-// transactions, and RunAdmin against the plain store.
+// transactions, and RunAdmin and RunSteps against the plain store.
 func TestConformance(t *testing.T) {
 	t.Run("Store", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store { return newTestStore(t) })
 	})
 	t.Run("Store clientFoundRows interpolateParams", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) store.Store {
-			cfg := testConfig(t)
-			cfg.ClientFoundRows, cfg.InterpolateParams = true, true
-			return newTestStoreOn(t, openDB(t, cfg, 8))
-		})
+		storetest.Run(t, func(t *testing.T) store.Store { return newFoundRowsStore(t) })
 	})
 	t.Run("TxStore", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store { return newTestTxStore(t) })
@@ -35,6 +31,22 @@ func TestConformance(t *testing.T) {
 	t.Run("Admin", func(t *testing.T) {
 		storetest.RunAdmin(t, func(t *testing.T) store.Admin { return newTestStore(t) })
 	})
+	t.Run("Steps", func(t *testing.T) {
+		storetest.RunSteps(t, func(t *testing.T) store.StepStore { return newTestStore(t) })
+	})
+	t.Run("Steps clientFoundRows interpolateParams", func(t *testing.T) {
+		storetest.RunSteps(t, func(t *testing.T) store.StepStore { return newFoundRowsStore(t) })
+	})
+}
+
+// newFoundRowsStore is newTestStore on a DSN with clientFoundRows and
+// interpolateParams, under which an UPDATE that changes nothing still
+// counts its row, and arguments are written into the statement.
+func newFoundRowsStore(t *testing.T) *Store {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.ClientFoundRows, cfg.InterpolateParams = true, true
+	return newTestStoreOn(t, openDB(t, cfg, 8))
 }
 
 func TestNamesAreValidated(t *testing.T) {

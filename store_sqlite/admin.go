@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/stepcodec"
 )
 
 // The administrator's statements, on row ?1. A row is live while its
@@ -61,7 +62,7 @@ func (s *Store) Inspect(ctx context.Context, hash string) (store.Record, bool, e
 	}
 	rec, err := rowRecord(state, fp, fence, status, header, body, ttl)
 	if err == nil {
-		rec.Steps, err = decodeSteps(steps)
+		rec.Steps, err = stepcodec.Decode(steps)
 	}
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("sqlitestore: inspect: %w", err)

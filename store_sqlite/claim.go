@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed43327c4c/idempotency/store"
 	"github.com/seed43327c4c/idempotency/store/headercodec"
+	"github.com/seed43327c4c/idempotency/store/stepcodec"
 )
 
 // claimSQL claims key ?1 for fingerprint ?2 under token ?3 for ?4 ms, a
@@ -93,7 +94,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, token string, lease
 	}
 	rec, err := rowRecord(state, fp, fence, status, header, body, ttl)
 	if err == nil {
-		rec.Steps, err = decodeSteps(steps)
+		rec.Steps, err = stepcodec.Decode(steps)
 	}
 	if rec.State == store.StateExpired && done.Valid {
 		rec.Completed = time.UnixMilli(done.Int64)

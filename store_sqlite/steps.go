@@ -3,11 +3,11 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/seed43327c4c/idempotency/store"
+	"github.com/seed43327c4c/idempotency/store/stepcodec"
 )
 
 var _ store.StepStore = (*Store)(nil)
@@ -72,7 +72,7 @@ func appendStep(ctx context.Context, conn *sql.Conn, args []any, step store.Step
 	case err != nil:
 		return nil, err
 	}
-	steps, err := decodeSteps(encoded)
+	steps, err := stepcodec.Decode(encoded)
 	if err != nil {
 		return nil, err
 	}
@@ -84,55 +84,6 @@ func appendStep(ctx context.Context, conn *sql.Conn, args []any, step store.Step
 	if refusal := store.CheckStep(len(steps), step); refusal != nil {
 		return refusal, nil
 	}
-	_, err = conn.ExecContext(ctx, saveStepSQL, append(args, encodeStep(encoded, step))...)
+	_, err = conn.ExecContext(ctx, saveStepSQL, append(args, stepcodec.Append(encoded, step))...)
 	return nil, err
-}
-
-// Step flags: the byte after a step's name.
-const (
-	stepDone   = 0
-	stepFailed = 1
-)
-
-// encodeStep appends step to steps, the steps column's bytes: its name's
-// length as a uvarint, the name, a flag byte, the result's length as a
-// uvarint and the result.
-func encodeStep(steps []byte, step store.Step) []byte {
-	out := make([]byte, 0, len(steps)+2*binary.MaxVarintLen64+len(step.Name)+1+len(step.Result))
-	out = binary.AppendUvarint(append(out, steps...), uint64(len(step.Name)))
-	flag := byte(stepDone)
-	if step.Failed {
-		flag = stepFailed
-	}
-	out = append(append(out, step.Name...), flag)
-	out = binary.AppendUvarint(out, uint64(len(step.Result)))
-	return append(out, step.Result...)
-}
-
-// decodeSteps reverses encodeStep over a whole steps column.
-func decodeSteps(b []byte) ([]store.Step, error) {
-	var steps []store.Step
-	for len(b) > 0 {
-		name, rest, ok := cutField(b)
-		if !ok || len(rest) == 0 || rest[0] > stepFailed {
-			return nil, fmt.Errorf("step %d of the row is not one sqlitestore encoded", len(steps))
-		}
-		failed := rest[0] == stepFailed
-		result, rest, ok := cutField(rest[1:])
-		if !ok {
-			return nil, fmt.Errorf("step %d of the row is not one sqlitestore encoded", len(steps))
-		}
-		steps = append(steps, store.Step{Name: string(name), Result: result, Failed: failed})
-		b = rest
-	}
-	return steps, nil
-}
-
-// cutField splits a uvarint length and that many bytes off b.
-func cutField(b []byte) (field, rest []byte, ok bool) {
-	n, size := binary.Uvarint(b)
-	if size <= 0 || uint64(len(b)-size) < n {
-		return nil, nil, false
-	}
-	return b[size : size+int(n)], b[size+int(n):], true
 }
