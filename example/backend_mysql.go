@@ -62,10 +62,14 @@ func openMySQL(ctx context.Context, cfg config) (store.Store, ledger, func(), er
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(mysqlPoolSize)
 	db.SetMaxIdleConns(mysqlPoolSize)
-	plain := mysqlstore.New(db)
+	var opts []mysqlstore.Option
+	if cfg.tombstones > 0 {
+		opts = append(opts, mysqlstore.WithTombstones(cfg.tombstones))
+	}
+	plain := mysqlstore.New(db, opts...)
 	var st store.Store = plain
 	if cfg.mysqlTx {
-		st = mysqlstore.NewTx(db)
+		st = mysqlstore.NewTx(db, opts...)
 	}
 	if err := migrateMySQL(ctx, db, plain); err != nil {
 		_ = db.Close()

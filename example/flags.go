@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -104,9 +103,6 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	if c.delay < 0 || c.lease <= 0 || c.retention <= 0 || c.tombstones < 0 {
 		return config{}, fmt.Errorf("-delay and -tombstones must be 0 or more, -lease and -retention above 0")
 	}
-	if c.tombstones > 0 && !slices.Contains(tombstoneStores, c.store) {
-		return config{}, fmt.Errorf("-tombstones with -store %s: this store keeps no tombstones; those that do: %s", c.store, strings.Join(tombstoneStores, ", "))
-	}
 	if c.replicaAcks < detectReplicas {
 		return config{}, fmt.Errorf("-redis-replica-acks %d: want -1 (ask Redis), 0 (wait for none) or a number of replicas", c.replicaAcks)
 	}
@@ -133,9 +129,6 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	}
 	return c, nil
 }
-
-// tombstoneStores are the -store names that keep -tombstones.
-var tombstoneStores = []string{"memory", "sqlite", "redis", "postgres"}
 
 // parseSentinel parses -redis-sentinel's MASTER@HOST:PORT[,HOST:PORT...].
 func parseSentinel(v string) (master string, addrs []string, err error) {

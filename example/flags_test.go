@@ -127,7 +127,6 @@ func TestFlagsRefused(t *testing.T) {
 		"lease within acks wait":  {"-redis-replica-acks", "1", "-lease", "5s"},
 		"zero retention":          {"-retention", "0s"},
 		"negative tombstones":     {"-tombstones", "-1s"},
-		"tombstones on mysql":     {"-store", "mysql", "-tombstones", "1h"},
 		"crash without percent":   {"-crash-after-step", "charge"},
 		"crash over 100 percent":  {"-crash-after-step", "charge:101"},
 		"crash after no step":     {"-crash-after-step", "email:50"},

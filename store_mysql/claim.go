@@ -48,7 +48,7 @@ func (s *Store) claim(ctx context.Context, key, fingerprint, token string, lease
 	}
 	defer s.claims.give()
 	for range staleAttempts {
-		row, err := s.sql.claim.queryRow(ctx, rowKey(key), []byte(fingerprint), []byte(token), lease.Microseconds(), false)
+		row, err := s.sql.claim.queryRow(ctx, rowKey(key), []byte(fingerprint), []byte(token), lease.Microseconds(), false, s.tombstones.Microseconds())
 		if err != nil {
 			return store.Record{}, false, err
 		}
@@ -86,15 +86,16 @@ type claimRow struct {
 	header, body  []byte
 	ttl           int64 // microseconds
 	lockName      string
-	lockedOut     bool   // another session holds the key's named lock
-	steps         []byte // store/stepcodec's
+	lockedOut     bool          // another session holds the key's named lock
+	steps         []byte        // store/stepcodec's
+	completed     sql.NullInt64 // microseconds since the Unix epoch
 }
 
 // scanClaim reads a claim's row; errStale means the row it read was
 // neither its own nor live, and a plain claim runs again.
 func scanClaim(row *sql.Row) (claimRow, error) {
 	var r claimRow
-	err := row.Scan(&r.claimed, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.ttl, &r.live, &r.lockName, &r.lockedOut, &r.steps)
+	err := row.Scan(&r.claimed, &r.state, &r.fingerprint, &r.fence, &r.status, &r.header, &r.body, &r.ttl, &r.live, &r.lockName, &r.lockedOut, &r.steps, &r.completed)
 	if err != nil {
 		return claimRow{}, err
 	}
@@ -119,6 +120,9 @@ func (r claimRow) record(token string) (store.Record, error) {
 			return store.Record{}, err
 		}
 		rec.Steps = steps
+	}
+	if rec.State == store.StateExpired && r.completed.Valid {
+		rec.Completed = time.UnixMicro(r.completed.Int64)
 	}
 	if rec.State == store.StateCompleted && r.status.Valid {
 		header, err := headercodec.Decode(r.header)

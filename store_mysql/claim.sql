@@ -1,8 +1,10 @@
 -- The claim of mysqlstore, one CALL and one round trip: claim_key for
 -- claim_fingerprint under claim_token, for lease_us microseconds, or held
--- by the caller's session while in_tx (a transactional claim). It returns
--- one row: claimed, state, fingerprint, fence, status, header, body,
--- ttl_us, live, lock_name, locked_out, steps; state 0 when no row was read.
+-- by the caller's session while in_tx (a transactional claim); a done row
+-- is kept as its tombstone for tomb_us after its retention (0: none). It
+-- returns one row: claimed, state (4 for a tombstone), fingerprint, fence,
+-- status, header, body, ttl_us, live, lock_name, locked_out, steps,
+-- completed_us (since the Unix epoch, UTC); state 0 when no row was read.
 --
 -- A free key is inserted; a duplicate (error 1062) is taken over when its
 -- lease ended or its retention did, raising an in-flight row's fence. A
@@ -14,7 +16,7 @@
 -- for longer than a statement.
 CREATE PROCEDURE `idempotency_keys_claim`(
     IN claim_key BINARY(32), IN claim_fingerprint BLOB, IN claim_token VARBINARY(255),
-    IN lease_us BIGINT, IN in_tx BOOLEAN)
+    IN lease_us BIGINT, IN in_tx BOOLEAN, IN tomb_us BIGINT)
     MODIFIES SQL DATA
     SQL SECURITY INVOKER
 BEGIN
@@ -43,10 +45,10 @@ BEGIN
             step_count = IF(state = 1 AND fingerprint = claim_fingerprint, step_count, 0),
             fence = IF(state = 1, fence + 1, 1), fingerprint = claim_fingerprint, state = 1,
             token = claim_token, held = in_tx, status = NULL, header = NULL, body = NULL,
-            expires_at = UTC_TIMESTAMP(6) + INTERVAL lease_us MICROSECOND
+            completed_at = NULL, expires_at = UTC_TIMESTAMP(6) + INTERVAL lease_us MICROSECOND
         WHERE `key` = claim_key
           AND IF(held = 1, COALESCE(IS_USED_LOCK(lock_name), CONNECTION_ID()) = CONNECTION_ID(),
-                 expires_at <= UTC_TIMESTAMP(6));
+                 expires_at + INTERVAL IF(state = 1, 0, tomb_us) MICROSECOND <= UTC_TIMESTAMP(6));
         SET won = ROW_COUNT() > 0;
     END IF;
     IF in_tx AND NOT locked_out AND NOT won THEN
@@ -54,10 +56,16 @@ BEGIN
     END IF;
     SELECT won OR COALESCE(NOT in_tx AND state = 1 AND held = 0 AND token = claim_token
                            AND expires_at > UTC_TIMESTAMP(6), FALSE) AS claimed,
-           COALESCE(state, 0) AS state, fingerprint, COALESCE(fence, 0) AS fence, status, header, body,
+           -- a done row past its retention is its tombstone
+           COALESCE(IF(state <> 1 AND held = 0 AND expires_at <= UTC_TIMESTAMP(6), 4, state), 0) AS state,
+           fingerprint, COALESCE(fence, 0) AS fence, status, header, body,
            -- a won claim's time left is its lease, from its write
-           COALESCE(IF(won, lease_us, IF(held = 1, 0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at))), 0) AS ttl_us,
-           COALESCE(IF(held = 1, IS_USED_LOCK(lock_name) IS NOT NULL, expires_at > UTC_TIMESTAMP(6)), FALSE) AS live,
-           lock_name, locked_out, steps
+           -- a done row's, to the end of its tombstone
+           COALESCE(IF(won, lease_us, IF(held = 1, 0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6),
+               expires_at + INTERVAL IF(state = 1, 0, tomb_us) MICROSECOND))), 0) AS ttl_us,
+           COALESCE(IF(held = 1, IS_USED_LOCK(lock_name) IS NOT NULL,
+                       expires_at + INTERVAL IF(state = 1, 0, tomb_us) MICROSECOND > UTC_TIMESTAMP(6)), FALSE) AS live,
+           lock_name, locked_out, steps,
+           TIMESTAMPDIFF(MICROSECOND, '1970-01-01', completed_at) AS completed_us
     FROM (SELECT 1) AS one LEFT JOIN `idempotency_keys` ON `key` = claim_key;
 END

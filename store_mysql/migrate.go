@@ -18,13 +18,13 @@ const (
 	versionComment = "mysqlstore schema version "
 )
 
-// Version 2 added the steps columns, which a table made before gets from
-// addStepsSQL (schema.sql has them for a new one).
+// Version 2 added the steps columns and completed_at, which a table made
+// before gets from addStepsSQL (schema.sql has them for a new one).
 const (
 	hasStepsSQL = "SELECT COUNT(*) FROM information_schema.COLUMNS" +
 		" WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'steps'"
 	addStepsSQL = "ALTER TABLE `idempotency_keys` ADD COLUMN steps LONGBLOB, ADD COLUMN step_names BLOB," +
-		" ADD COLUMN step_count SMALLINT NOT NULL DEFAULT 0"
+		" ADD COLUMN step_count SMALLINT NOT NULL DEFAULT 0, ADD COLUMN completed_at DATETIME(6)"
 )
 
 // migrateLock is one named lock for the server: Migrate holds it while it

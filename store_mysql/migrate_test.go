@@ -59,13 +59,13 @@ func TestClaimRefusesATableNotCurrent(t *testing.T) {
 }
 
 // TestMigrateFromVersion1: a table of schema version 1, made before steps,
-// keeps its rows and gets the steps columns; a key claimed before keeps
+// keeps its rows and gets the steps columns and completed_at; a key claimed before keeps
 // its fence and records steps after.
 func TestMigrateFromVersion1(t *testing.T) {
 	s := newTestStore(t)
 	before := mustClaim(t, s, "old", "fp", longLease)
 	for _, stmt := range []string{
-		"ALTER TABLE `idempotency_keys` DROP COLUMN steps, DROP COLUMN step_names, DROP COLUMN step_count",
+		"ALTER TABLE `idempotency_keys` DROP COLUMN steps, DROP COLUMN step_names, DROP COLUMN step_count, DROP COLUMN completed_at",
 		"ALTER TABLE `idempotency_keys` COMMENT = 'mysqlstore schema version 1'",
 	} {
 		_, err := s.db.Exec(s.sql.rewrite.Replace(stmt))

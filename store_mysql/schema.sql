@@ -24,6 +24,8 @@ CREATE TABLE IF NOT EXISTS `idempotency_keys` (
     steps       LONGBLOB,
     step_names  BLOB,
     step_count  SMALLINT         NOT NULL DEFAULT 0,
+    -- UTC time the key completed, for its tombstone (WithTombstones)
+    completed_at DATETIME(6),
     -- UTC end of the lease while in flight, of the retention once done
     expires_at  DATETIME(6)      NOT NULL,
     KEY `idempotency_keys_expires_at` (expires_at)

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // schemaSQL creates the table, claimSQL its claim procedure; see Migrate.
@@ -29,13 +30,13 @@ const liveSQL = "IF(held = 1, IS_USED_LOCK(" + lockNameSQL + ") IS NOT NULL, exp
 const (
 	ownerWhereSQL = " WHERE `key` = ? AND token = ? AND fence = ? AND state = 1"
 
-	callClaimSQL = "CALL `idempotency_keys_claim`(?, ?, ?, ?, ?)"
+	callClaimSQL = "CALL `idempotency_keys_claim`(?, ?, ?, ?, ?, ?)"
 
 	renewSQL = "UPDATE `idempotency_keys` SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND" +
 		ownerWhereSQL + " AND held = 0"
 
 	completeSQL = "UPDATE `idempotency_keys` SET state = ?, status = ?, header = ?, body = ?, held = 0," +
-		" steps = NULL, step_names = NULL, step_count = 0," +
+		" steps = NULL, step_names = NULL, step_count = 0, completed_at = UTC_TIMESTAMP(6)," +
 		" expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND" + ownerWhereSQL
 
 	// releaseSQL ends the lease and clears the token. The row stays in
@@ -80,8 +81,9 @@ func newStatements(db *sql.DB, table string) statements {
 // txClaim is the transactional claim's CALL with its arguments written in
 // (hex literals): one round trip on a connection the pool's prepared
 // statement may not know.
-func (s statements) txClaim(row, fingerprint, token []byte) string {
-	return fmt.Sprintf("%s(X'%x', X'%x', X'%x', 0, TRUE)", strings.TrimSuffix(s.claim.query, "(?, ?, ?, ?, ?)"), row, fingerprint, token)
+func (s statements) txClaim(row, fingerprint, token []byte, tombstones time.Duration) string {
+	return fmt.Sprintf("%s(X'%x', X'%x', X'%x', 0, TRUE, %d)", strings.TrimSuffix(s.claim.query, "(?, ?, ?, ?, ?, ?)"),
+		row, fingerprint, token, tombstones.Microseconds())
 }
 
 // prepared is a statement prepared on first use, so that each call is one

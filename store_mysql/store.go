@@ -22,13 +22,14 @@ const DefaultTable = "idempotency_keys"
 
 // Store is a store.Store backed by one MySQL table.
 type Store struct {
-	db        *sql.DB
-	table     string
-	logger    *slog.Logger
-	abandoned time.Duration
-	sql       statements
-	claims    slots
-	current   atomic.Bool // see requireCurrent
+	db         *sql.DB
+	table      string
+	logger     *slog.Logger
+	abandoned  time.Duration
+	tombstones time.Duration // 0: none
+	sql        statements
+	claims     slots
+	current    atomic.Bool // see requireCurrent
 }
 
 var (
@@ -52,6 +53,19 @@ func WithTable(name string) Option {
 		panic(fmt.Sprintf("mysqlstore: WithTable expects a name matching %s, got %q", tableName, name))
 	}
 	return func(s *Store) { s.table = name }
+}
+
+// WithTombstones makes the store keep, for d after a done row's retention
+// ends, its tombstone: the row, whose response the sweeper drops, which
+// Claim returns as a store.StateExpired record naming when it completed,
+// so that a retry later than the retention is refused instead of run
+// again. Every process sharing the table must use the same d. Off by
+// default; d must be positive, in whole microseconds.
+func WithTombstones(d time.Duration) Option {
+	if d <= 0 {
+		panic("mysqlstore: WithTombstones expects d > 0")
+	}
+	return func(s *Store) { s.tombstones = d }
 }
 
 // WithAbandonedRetention sets how long the sweeper keeps an in-flight row

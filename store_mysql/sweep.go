@@ -13,15 +13,21 @@ import (
 )
 
 // expiredSQL locks up to ? expired rows, skipping rows others have locked:
-// done rows past their retention, in-flight rows whose lease ended ?
-// microseconds ago or more and that no transaction holds. A locking read
-// sees each row's latest version, which stays as read until the batch's
-// transaction ends.
+// done rows whose retention ended ? microseconds (the tombstone time) ago
+// or more, in-flight rows whose lease ended ? microseconds ago or more and
+// that no transaction holds. A locking read sees each row's latest
+// version, which stays as read until the batch's transaction ends.
 const expiredSQL = "SELECT `key` FROM `idempotency_keys` FORCE INDEX (`idempotency_keys_expires_at`)" +
 	" WHERE expires_at <= UTC_TIMESTAMP(6)" +
+	" AND (state = 1 OR expires_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)" +
 	" AND (state <> 1 OR expires_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)" +
 	" AND NOT " + liveSQL +
 	" LIMIT ? FOR UPDATE SKIP LOCKED"
+
+// entombSQL drops the response of up to ? done rows past their retention,
+// which WithTombstones keeps as tombstones: only the claim's fields stay.
+const entombSQL = "UPDATE `idempotency_keys` SET status = NULL, header = NULL, body = NULL" +
+	" WHERE expires_at <= UTC_TIMESTAMP(6) AND state <> 1 AND held = 0 AND body IS NOT NULL LIMIT ?"
 
 // DefaultSweepInterval is StartSweeper's interval when given 0.
 const DefaultSweepInterval = time.Minute
@@ -30,7 +36,9 @@ const sweepBatch = 1000
 
 // DeleteExpired removes up to batch (at least 1) expired rows and returns
 // how many; fewer means none were left that it could lock. In-flight rows
-// are kept for the abandoned retention. Callers running it at once skip
+// are kept for the abandoned retention. With WithTombstones, done rows are
+// kept for the tombstone time, and it also drops the responses of up to
+// batch of them whose retention ended, counted in what it returns. Callers running it at once skip
 // each other's rows, and none waits.
 func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 	if batch < 1 {
@@ -68,6 +76,18 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 func (s *Store) deleteExpired(ctx context.Context, batch int) (int, error) {
 	var n int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		n = 0 // a batch run again after a deadlock counts afresh
+		if s.tombstones > 0 {
+			res, err := tx.ExecContext(ctx, s.sql.rewrite.Replace(entombSQL), batch)
+			if err != nil {
+				return err
+			}
+			entombed, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n = int(entombed)
+		}
 		keys, err := s.lockExpired(ctx, tx, batch)
 		if err != nil || len(keys) == 0 {
 			return err
@@ -79,7 +99,7 @@ func (s *Store) deleteExpired(ctx context.Context, batch int) (int, error) {
 			return err
 		}
 		deleted, err := res.RowsAffected()
-		n = int(deleted)
+		n += int(deleted)
 		return err
 	})
 	return n, err
@@ -87,7 +107,7 @@ func (s *Store) deleteExpired(ctx context.Context, batch int) (int, error) {
 
 // lockExpired locks and returns the keys of up to batch expired rows.
 func (s *Store) lockExpired(ctx context.Context, tx *sql.Tx, batch int) ([]any, error) {
-	rows, err := tx.QueryContext(ctx, s.sql.rewrite.Replace(expiredSQL), s.abandoned.Microseconds(), batch)
+	rows, err := tx.QueryContext(ctx, s.sql.rewrite.Replace(expiredSQL), s.tombstones.Microseconds(), s.abandoned.Microseconds(), batch)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +134,7 @@ func (s *Store) StartSweeper(ctx context.Context, interval time.Duration) <-chan
 
 func (s *Store) sweep(ctx context.Context) {
 	n, err := sweepBatch, error(nil)
-	for err == nil && n == sweepBatch && ctx.Err() == nil {
+	for err == nil && n >= sweepBatch && ctx.Err() == nil {
 		n, err = s.DeleteExpired(ctx, sweepBatch)
 	}
 	if err != nil && ctx.Err() == nil {

@@ -84,7 +84,7 @@ func (s *TxStore) claimOn(ctx context.Context, key, fingerprint, token string) (
 	if err != nil {
 		return store.Record{}, nil, err
 	}
-	r, err := scanClaim(conn.QueryRowContext(ctx, s.sql.txClaim(rowKey(key), []byte(fingerprint), []byte(token))))
+	r, err := scanClaim(conn.QueryRowContext(ctx, s.sql.txClaim(rowKey(key), []byte(fingerprint), []byte(token), s.tombstones)))
 	switch {
 	case errors.Is(err, errStale) && (r.state == 0 || r.lockedOut):
 		_ = conn.Close()

@@ -15,18 +15,6 @@ import (
 	"github.com/seed43327c4c/idempotency/store/storetest"
 )
 
-// sweptFirst is a store whose every Claim is preceded by a sweep, so that
-// the suite meets the tombstones the sweeper wrote, not only the done rows
-// a claim reads as tombstones.
-type sweptFirst struct{ *Store }
-
-func (s sweptFirst) Claim(ctx context.Context, key, fingerprint, token string, lease time.Duration) (store.Record, bool, error) {
-	if _, err := s.DeleteExpired(ctx, sweepBatch); err != nil {
-		return store.Record{}, false, err
-	}
-	return s.Store.Claim(ctx, key, fingerprint, token, lease)
-}
-
 // TestTombstoneConformance runs storetest.RunTombstones against the plain
 // store, the transactional one, and the plain store swept before each
 // claim.
@@ -38,7 +26,10 @@ func TestTombstoneConformance(t *testing.T) {
 	}{
 		{"Store", func(t *testing.T) store.Store { return newTestStore(t, keep) }},
 		{"TxStore", func(t *testing.T) store.Store { return &TxStore{Store: newTestStore(t, keep)} }},
-		{"Store swept", func(t *testing.T) store.Store { return sweptFirst{newTestStore(t, keep)} }},
+		{"Store swept", func(t *testing.T) store.Store {
+			s := newTestStore(t, keep)
+			return storetest.SweptBeforeClaims(s, s.DeleteExpired)
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { storetest.RunTombstones(t, c.newStore) })
