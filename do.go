@@ -41,7 +41,8 @@ var ErrNotStored = errors.New("idempotency: the job ran but its result was not s
 // An error from fn releases the key and is returned; one marked Final is
 // stored instead. A panic releases the key. fn's context carries the key
 // (FromContext); DoNotRecord in it releases the key. With a store.TxStore, fn
-// runs in the claim's transaction. Do's keys never meet the middleware's. It
+// runs in the claim's transaction, and with a store.TxStepStore its steps
+// are atomic phases (Step). Do's keys never meet the middleware's. It
 // panics if s is nil or a nil pointer.
 func Do(ctx context.Context, s store.Store, key string, fn func(ctx context.Context) ([]byte, error), opts ...DoOption) ([]byte, error) {
 	if s == nil || isNilPointer(s) {
@@ -115,7 +116,7 @@ func (j *job) tryInTx(ctx context.Context, ts store.TxStore) (result []byte, err
 		j.decided(OutcomeStoreUnavailable)
 		return nil, fmt.Errorf("idempotency: claim in transaction: %w", err), true
 	case tx != nil:
-		result, err = j.runInTx(ctx, txCtx, rec.Owner, tx)
+		result, err = j.runInTx(ctx, txCtx, rec, tx)
 		return result, err, true
 	default:
 		return j.stored(rec)

@@ -20,18 +20,26 @@ type jobRun struct {
 	cancel context.CancelCauseFunc // ends fn's context when the lease is lost
 }
 
+// newRun returns the run of fn under owner's claim for Do's context ctx;
+// fn's context derives from parent, and ends, with ErrLeaseLost as its
+// cause, when the lease is lost.
+func (j *job) newRun(ctx, parent context.Context, owner store.Lease) *jobRun {
+	r := &jobRun{j: j, parent: ctx}
+	r.c = call{key: j.key, clientKey: j.clientKey, fence: owner.Fence}
+	var fnCtx context.Context
+	fnCtx, r.cancel = context.WithCancelCause(parent)
+	r.ctx = callContext{Context: fnCtx, c: &r.c}
+	return r
+}
+
 // run runs fn, with the steps the claim returned, under its lease, renewed
 // meanwhile, then records its outcome or releases the key; a panic
 // releases it. A refused record or a lost lease gives an error wrapping
 // ErrLeaseLost.
 func (j *job) run(ctx context.Context, claim store.Record, claimedAt time.Time) ([]byte, error) {
 	owner := claim.Owner
-	r := &jobRun{j: j, parent: ctx}
-	r.c = call{key: j.key, clientKey: j.clientKey, fence: owner.Fence}
-	fnCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	r.cancel = cancel
-	r.ctx = callContext{Context: fnCtx, c: &r.c}
+	r := j.newRun(ctx, ctx, owner)
+	defer r.cancel(nil)
 	if steps, ok := j.store.(store.StepStore); ok {
 		r.ctx.steps.start(steps, owner, claim.Steps, cmp.Or(j.cfg.recordTimeout, j.cfg.lease), nil)
 	}
@@ -56,7 +64,7 @@ func (j *job) run(ctx context.Context, claim store.Record, claimedAt time.Time) 
 	if resp == nil {
 		j.decided(OutcomeReleased)
 		r.release(owner)
-		if errors.Is(context.Cause(fnCtx), ErrLeaseLost) {
+		if errors.Is(context.Cause(r.ctx.Context), ErrLeaseLost) {
 			return nil, errors.Join(ErrLeaseLost, err)
 		}
 		return result, err
@@ -100,26 +108,47 @@ func (r *jobRun) renewalFailed(err error) {
 
 // runInTx runs fn inside the claim's transaction, whose context is txCtx,
 // then commits its outcome with fn's writes, or rolls both back. A panic
-// of fn rolls back and goes on.
-func (j *job) runInTx(ctx, txCtx context.Context, owner store.Lease, tx store.Tx) ([]byte, error) {
-	fnCtx := &callContext{Context: txCtx, c: &call{key: j.key, clientKey: j.clientKey, fence: owner.Fence}}
+// of fn rolls back and goes on. With a store.TxStepStore, fn's steps are
+// atomic phases: the first commits the claim, whose lease is renewed from
+// then on, as run renews a plain claim's.
+func (j *job) runInTx(ctx, txCtx context.Context, claim store.Record, tx store.Tx) ([]byte, error) {
+	owner := claim.Owner
+	r := j.newRun(ctx, txCtx, owner)
+	defer r.cancel(nil)
+	var keeper *leaseKeeper
+	stopRenewing := func() {
+		if keeper != nil {
+			stopDoLease(keeper, &r.lease)
+			keeper = nil
+		}
+	}
+	if ts, ok := j.store.(store.TxStepStore); ok {
+		r.ctx.steps.startInTx(ts, tx, owner, claim.Steps, j.cfg.lease, cmp.Or(j.cfg.recordTimeout, j.cfg.lease), nil,
+			func() { keeper = keepDoLease(j.cfg.lease, &r.lease, r, j.store, j.key, owner, time.Now()) })
+	}
 	decided := false
 	started := j.fnStart()
 	defer func() {
 		if !decided { // fn panicked
 			j.fnReturned(started)
 			j.decided(OutcomeReleased)
+			stopRenewing()
 			j.rollback(ctx, owner.Fence, tx)
 		}
 	}()
-	result, err := j.fn(fnCtx)
+	result, err := j.fn(&r.ctx)
+	r.ctx.steps.end()
 	decided = true
 	j.fnReturned(started)
+	stopRenewing()
 
-	resp := outcome(fnCtx, result, err)
+	resp := outcome(&r.ctx, result, err)
 	if resp == nil {
 		j.decided(OutcomeReleased)
 		j.rollback(ctx, owner.Fence, tx)
+		if errors.Is(context.Cause(r.ctx.Context), ErrLeaseLost) {
+			return nil, errors.Join(ErrLeaseLost, err)
+		}
 		return result, err
 	}
 	rctx := j.recordContext(ctx)

@@ -305,3 +305,37 @@ func TestTxStepsHoldOneConnection(t *testing.T) {
 	}
 	assert.Len(t, f.s.ledgerRows(t), 2*runs, "every run's two steps committed")
 }
+
+// TestTxStepsInDo: a Do job in the transactional mode runs atomic steps
+// too. Its first run records "charge" (its ledger row committed with the
+// point) and then fails, releasing the key; the second run gets the charge
+// back without running it, and commits the rest with the result.
+func TestTxStepsInDo(t *testing.T) {
+	t.Parallel()
+	s := newTestTxStore(t)
+	charges := 0
+	job := func(fail bool) func(ctx context.Context) ([]byte, error) {
+		return func(ctx context.Context) ([]byte, error) {
+			ch, err := idempotency.Step(ctx, "charge", func(ctx context.Context) (string, error) {
+				charges++
+				return "ch_1", s.writeLedger(ctx, "job:charge")
+			})
+			if err != nil {
+				return nil, err
+			}
+			if fail {
+				return nil, errors.New("the email could not be sent") // released: the job runs again
+			}
+			return []byte(ch), s.writeLedger(ctx, "job:done")
+		}
+	}
+	_, err := idempotency.Do(context.Background(), s, "job", job(true))
+	require.ErrorContains(t, err, "the email could not be sent")
+	assert.Equal(t, []string{"job:charge"}, s.ledgerRows(t), "the step's row stays, committed with its point")
+
+	result, err := idempotency.Do(context.Background(), s, "job", job(false))
+	require.NoError(t, err)
+	assert.Equal(t, "ch_1", string(result))
+	assert.Equal(t, 1, charges, "the second run got the charge back")
+	assert.ElementsMatch(t, []string{"job:charge", "job:done"}, s.ledgerRows(t))
+}
