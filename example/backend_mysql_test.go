@@ -66,3 +66,13 @@ func TestExampleMySQLTxWorkerKilled(t *testing.T) {
 	assert.Equal(t, 1, db.count(t, "idempotency_keys", "state = 2 AND fence = 2"), "completed, taken over once")
 	p.waitWorkers(2)
 }
+
+// TestExampleMySQLSealed is issue 38's target on MySQL, over the raw rows
+// of the idempotency table (see requireSealedAtRest).
+func TestExampleMySQLSealed(t *testing.T) {
+	db := newMySQLTestDB(t)
+	requireSealedAtRest(t, func(ring string) *exampleProc {
+		return startExample(t, "-store", "mysql", "-mysql-dsn", db.DSN, "-seal-keys", ring)
+	}, func() [][]byte { return rawRows(t, db.admin, db.name+".idempotency_keys") },
+		func() int { return db.count(t, "payments", "") })
+}

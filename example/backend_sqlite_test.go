@@ -203,3 +203,13 @@ func TestSQLiteLedgerKeepsAccountsApart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []payment{}, got)
 }
+
+// TestExampleSQLiteSealed is issue 38's target on SQLite, over the raw
+// rows of the idempotency table (see requireSealedAtRest).
+func TestExampleSQLiteSealed(t *testing.T) {
+	f := newSQLiteFile(t)
+	requireSealedAtRest(t, func(ring string) *exampleProc {
+		return startExample(t, "-store", "sqlite", "-sqlite-path", f.path, "-seal-keys", ring)
+	}, func() [][]byte { return rawRows(t, f.db, "idempotency_keys") },
+		func() int { return f.count(t, "payments", "") })
+}

@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -543,4 +544,31 @@ func requireSealedAtRest(t *testing.T, start func(ring string) *exampleProc, dum
 	p.Stop()
 	require.Contains(t, p.Log(), "seal: sealed under a key not in the ring")
 	assert.Equal(t, payments, paid(), "one payment per key, none run again")
+}
+
+// rawRows returns every row of table in db, each its columns' bytes one
+// after the other, for requireSealedAtRest's dump.
+func rawRows(t *testing.T, db *sql.DB, table string) [][]byte {
+	t.Helper()
+	rows, err := db.Query("SELECT * FROM " + table)
+	require.NoError(t, err)
+	defer rows.Close()
+	columns, err := rows.Columns()
+	require.NoError(t, err)
+	values := make([]sql.RawBytes, len(columns))
+	dest := make([]any, len(columns))
+	for i := range values {
+		dest[i] = &values[i]
+	}
+	var dump [][]byte
+	for rows.Next() {
+		require.NoError(t, rows.Scan(dest...))
+		var row []byte
+		for _, v := range values {
+			row = append(row, v...)
+		}
+		dump = append(dump, row)
+	}
+	require.NoError(t, rows.Err())
+	return dump
 }
