@@ -38,8 +38,8 @@ const sweepBatch = 1000
 // how many; fewer means none were left that it could lock. In-flight rows
 // are kept for the abandoned retention. With WithTombstones, done rows are
 // kept for the tombstone time, and it also drops the responses of up to
-// batch of them whose retention ended, counted in what it returns. Callers running it at once skip
-// each other's rows, and none waits.
+// batch of them whose retention ended, counted in what it returns.
+// Callers running it at once skip each other's rows, and none waits.
 func (s *Store) DeleteExpired(ctx context.Context, batch int) (int, error) {
 	if batch < 1 {
 		return 0, errors.New("mysqlstore: DeleteExpired expects batch >= 1")
